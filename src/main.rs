@@ -1,0 +1,53 @@
+//! `strom`: one binary for the broker and the tools that measure it.
+//!
+//! Each subcommand owns its own argument parsing, because the perf tools must accept and
+//! reject exactly what Kafka's tools do (argparse4j / jopt-simple conventions and messages),
+//! which a shared clap definition could not reproduce. This file only dispatches.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "strom", version, about = "A Kafka-compatible streaming platform and its performance tools")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Arguments handed verbatim to the subcommand's own parser.
+#[derive(clap::Args)]
+struct Passthrough {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+    args: Vec<String>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a broker: `strom server [server.properties] [--override key=value]...`
+    #[command(disable_help_flag = true)]
+    Server(Passthrough),
+    /// Kafka's kafka-producer-perf-test, same flags and output
+    #[command(disable_help_flag = true)]
+    ProducerPerfTest(Passthrough),
+    /// Kafka's kafka-consumer-perf-test, same flags and output
+    #[command(disable_help_flag = true)]
+    ConsumerPerfTest(Passthrough),
+    /// Kafka's EndToEndLatency tool, same arguments and output
+    #[command(disable_help_flag = true)]
+    E2eLatency(Passthrough),
+    /// The seed experiments, against an embedded broker or any cluster
+    #[command(disable_help_flag = true)]
+    Bench(Passthrough),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Server(p) => strom_broker::cli::main(p.args),
+        Command::ProducerPerfTest(p) => strom_perf::producer_perf_test::main(p.args),
+        Command::ConsumerPerfTest(p) => strom_perf::consumer_perf_test::main(p.args),
+        Command::E2eLatency(p) => strom_perf::e2e_latency::main(p.args),
+        Command::Bench(p) => strom_perf::bench::main(p.args),
+    }
+}
