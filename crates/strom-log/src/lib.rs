@@ -1,1 +1,27 @@
-//! placeholder
+//! Partition logs on disk, laid out as Kafka lays them out: one directory per partition,
+//! holding segments (`<base offset>.log`) with a sparse offset index (`.index`), a time
+//! index (`.timeindex`) and producer-state snapshots (`.snapshot`).
+//!
+//! The log stores record batches exactly as producers sent them, with only the base offset
+//! and partition leader epoch rewritten; it knows nothing of sockets or of the broker.
+//! See `docs/storage.md` for the on-disk format.
+
+pub mod checkpoint;
+pub mod config;
+pub mod error;
+pub mod index_file;
+pub mod offset_index;
+pub mod partition_log;
+pub mod producer_state;
+pub mod segment;
+pub mod time_index;
+
+pub use config::LogConfig;
+pub use error::LogError;
+pub use partition_log::{AppendInfo, FetchData, PartitionLog};
+pub use producer_state::{ProducerStateError, ProducerStateManager};
+
+/// Kafka's file name for anything keyed by an offset: 20 zero-padded digits.
+pub fn offset_file_name(offset: i64, extension: &str) -> String {
+    format!("{offset:020}.{extension}")
+}

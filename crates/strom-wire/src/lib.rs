@@ -1,1 +1,15 @@
-//! placeholder
+//! Kafka wire format for strom: framing, request/response envelopes and zero-copy views of
+//! record batches. No I/O happens here: callers hand in bytes and get bytes back, so the same
+//! code serves the broker's sockets, the log's recovery scan and the benchmarks.
+
+pub mod batch;
+pub mod error;
+pub mod frame;
+pub mod request;
+pub mod response;
+
+pub use batch::{BatchError, RecordBatchHeader, RecordBatches, BATCH_HEADER_LEN};
+pub use error::WireError;
+pub use frame::FrameDecoder;
+pub use request::{decode_request, DecodedRequest};
+pub use response::encode_response;

@@ -1,0 +1,31 @@
+//! The one error type of the log layer; the broker maps each case to a Kafka error code.
+
+use strom_wire::BatchError;
+use thiserror::Error;
+
+use crate::ProducerStateError;
+
+#[derive(Debug, Error)]
+pub enum LogError {
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+    /// A batch in a produce request is malformed or fails its CRC (CORRUPT_MESSAGE).
+    #[error("invalid record batch: {0}")]
+    InvalidBatch(#[from] BatchError),
+    /// A batch is larger than `max.message.bytes` (MESSAGE_TOO_LARGE).
+    #[error("record batch of {size} bytes exceeds max.message.bytes {max}")]
+    MessageTooLarge { size: usize, max: usize },
+    /// The requested offset is outside `[log start, log end]` (OFFSET_OUT_OF_RANGE).
+    #[error("offset {offset} is out of range [{log_start_offset}, {log_end_offset}]")]
+    OffsetOutOfRange {
+        offset: i64,
+        log_start_offset: i64,
+        log_end_offset: i64,
+    },
+    /// The idempotent-producer check refused the batch.
+    #[error(transparent)]
+    ProducerState(#[from] ProducerStateError),
+    /// A file on disk is not in the format strom writes.
+    #[error("corrupt file {path}: {reason}")]
+    CorruptFile { path: String, reason: String },
+}

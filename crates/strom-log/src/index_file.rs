@@ -1,0 +1,120 @@
+//! A sparse, append-only index file of fixed-size entries sorted by key, shared by the
+//! offset index and the time index.
+//!
+//! Entries are kept in memory for lookups (a binary search, never a scan) and appended to
+//! the file as they are added. The file is plain concatenated entries, so a crash can
+//! only leave a torn last entry, which [`IndexFile::open`] detects by length.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use crate::LogError;
+
+/// One fixed-size index entry.
+pub trait IndexEntry: Copy {
+    /// Encoded size in bytes.
+    const SIZE: usize;
+    /// The key entries are sorted and searched by.
+    fn key(&self) -> i64;
+    fn encode(&self, out: &mut Vec<u8>);
+    fn decode(bytes: &[u8]) -> Self;
+}
+
+/// An index file and its entries.
+#[derive(Debug)]
+pub struct IndexFile<E> {
+    path: PathBuf,
+    file: File,
+    entries: Vec<E>,
+    max_entries: usize,
+}
+
+impl<E: IndexEntry> IndexFile<E> {
+    /// Opens (or creates) the index at `path`. Returns `Ok(None)` when the file exists but
+    /// cannot be trusted (torn length or unsorted keys): the caller rebuilds it.
+    pub fn open(path: &Path, max_bytes: u64) -> Result<Option<Self>, LogError> {
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(path)?;
+        let mut raw = Vec::new();
+        file.read_to_end(&mut raw)?;
+        let max_entries = (max_bytes as usize / E::SIZE).max(1);
+        if raw.len() % E::SIZE != 0 {
+            return Ok(None);
+        }
+        let entries: Vec<E> = raw.chunks_exact(E::SIZE).map(E::decode).collect();
+        if entries.windows(2).any(|w| w[0].key() > w[1].key()) {
+            return Ok(None);
+        }
+        Ok(Some(Self {
+            path: path.to_path_buf(),
+            file,
+            entries,
+            max_entries,
+        }))
+    }
+
+    /// Creates an empty index at `path`, replacing any existing file.
+    pub fn create(path: &Path, max_bytes: u64) -> Result<Self, LogError> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)?;
+        drop(file);
+        let file = OpenOptions::new().read(true).append(true).open(path)?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            file,
+            entries: Vec::new(),
+            max_entries: (max_bytes as usize / E::SIZE).max(1),
+        })
+    }
+
+    /// Appends an entry. Entries must arrive in key order.
+    pub fn append(&mut self, entry: E) -> Result<(), LogError> {
+        debug_assert!(self.entries.last().is_none_or(|l| l.key() <= entry.key()));
+        let mut buf = Vec::with_capacity(E::SIZE);
+        entry.encode(&mut buf);
+        self.file.write_all(&buf)?;
+        self.entries.push(entry);
+        Ok(())
+    }
+
+    /// The last entry whose key is at most `key`.
+    pub fn floor(&self, key: i64) -> Option<E> {
+        let idx = self.entries.partition_point(|e| e.key() <= key);
+        idx.checked_sub(1).map(|i| self.entries[i])
+    }
+
+    pub fn last(&self) -> Option<E> {
+        self.entries.last().copied()
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.entries.len() >= self.max_entries
+    }
+
+    /// Drops entries whose key is at least `key` (after truncating the log).
+    pub fn truncate_from(&mut self, key: i64) -> Result<(), LogError> {
+        let keep = self.entries.partition_point(|e| e.key() < key);
+        if keep < self.entries.len() {
+            self.entries.truncate(keep);
+            self.file.set_len((keep * E::SIZE) as u64)?;
+        }
+        Ok(())
+    }
+
+    pub fn flush(&self) -> Result<(), LogError> {
+        self.file.sync_data()?;
+        Ok(())
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}

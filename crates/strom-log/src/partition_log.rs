@@ -1,0 +1,467 @@
+//! The log of one partition: an ordered set of segments, the offsets that bound it and the
+//! idempotent-producer state. Single writer: the broker serializes calls with a lock.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use strom_wire::batch::verify_crc;
+use strom_wire::{RecordBatchHeader, RecordBatches};
+
+use crate::checkpoint::PartitionCheckpoint;
+use crate::producer_state::SequenceCheck;
+use crate::segment::{PreparedBatch, Segment, REWRITTEN_PREFIX_LEN};
+use crate::{LogConfig, LogError, ProducerStateManager};
+
+/// The result of an append, as the produce response reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendInfo {
+    /// Offset assigned to the first record (the original one for a duplicate).
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub log_start_offset: i64,
+    /// Records appended (0 for a duplicate).
+    pub record_count: i64,
+    /// Whether the batch was a retry of one already in the log.
+    pub duplicate: bool,
+}
+
+/// Whole batches read for a fetch.
+#[derive(Debug, Clone)]
+pub struct FetchData {
+    pub records: Bytes,
+}
+
+/// The log of one partition on disk.
+#[derive(Debug)]
+pub struct PartitionLog {
+    dir: PathBuf,
+    config: LogConfig,
+    segments: BTreeMap<i64, Segment>,
+    log_start_offset: i64,
+    recovery_point: i64,
+    producer_state: ProducerStateManager,
+    leader_epoch: i32,
+    unflushed_records: i64,
+    last_flush_ms: i64,
+}
+
+impl PartitionLog {
+    /// Opens the partition in `dir`, creating it if it does not exist.
+    ///
+    /// After a clean shutdown nothing but the index tails is read. After an unclean one,
+    /// the segments at or above the recovery point are read, their batches CRC-checked and
+    /// a torn or corrupt tail truncated; segments below it are trusted.
+    pub fn open(
+        dir: &Path,
+        config: LogConfig,
+        clean_shutdown: bool,
+        now_ms: i64,
+    ) -> Result<Self, LogError> {
+        fs::create_dir_all(dir)?;
+        let checkpoint = PartitionCheckpoint::read(dir)?.unwrap_or_default();
+        let mut bases = Vec::new();
+        for entry in fs::read_dir(dir)? {
+            let name = entry?.file_name();
+            if let Some(stem) = name.to_string_lossy().strip_suffix(".log") {
+                if let Ok(base) = stem.parse::<i64>() {
+                    bases.push(base);
+                }
+            }
+        }
+        bases.sort_unstable();
+        let mut segments = BTreeMap::new();
+        let mut truncated = false;
+        for (i, &base) in bases.iter().enumerate() {
+            if truncated {
+                tracing::warn!(base, dir = %dir.display(), "deleting segment after a truncated one");
+                Segment::open(dir, base, &config, false)?.delete()?;
+                continue;
+            }
+            let next_base = bases.get(i + 1).copied();
+            let recover =
+                !clean_shutdown && next_base.is_none_or(|n| n > checkpoint.recovery_point);
+            let segment = Segment::open(dir, base, &config, recover)?;
+            if let Some(n) = next_base {
+                truncated = segment.next_offset() < n && recover;
+            }
+            segments.insert(base, segment);
+        }
+        if segments.is_empty() {
+            let base = checkpoint.log_start_offset;
+            segments.insert(base, Segment::create(dir, base, &config)?);
+        }
+        let first_base = *segments.keys().next().expect("at least one segment");
+        let mut log = Self {
+            dir: dir.to_path_buf(),
+            config,
+            segments,
+            log_start_offset: checkpoint.log_start_offset.max(first_base),
+            recovery_point: 0,
+            producer_state: ProducerStateManager::default(),
+            leader_epoch: 0,
+            unflushed_records: 0,
+            last_flush_ms: now_ms,
+        };
+        log.load_producer_state()?;
+        if !clean_shutdown {
+            log.flush(now_ms)?;
+        } else {
+            log.recovery_point = log.log_end_offset();
+        }
+        Ok(log)
+    }
+
+    /// Rebuilds producer state from the newest snapshot plus the batch headers after it.
+    fn load_producer_state(&mut self) -> Result<(), LogError> {
+        let end = self.log_end_offset();
+        let (mut state, from) = ProducerStateManager::load_latest_snapshot(&self.dir, end)?;
+        for segment in self.segments.values() {
+            if segment.next_offset() <= from {
+                continue;
+            }
+            let mut position = segment.position_of(from)?.unwrap_or(segment.size());
+            while let Some(header) = segment.read_header_at(position)? {
+                if header.base_offset >= from {
+                    state.update(&header);
+                }
+                position += header.total_len() as u64;
+            }
+        }
+        self.producer_state = state;
+        Ok(())
+    }
+
+    /// Validates and appends a producer's record set, assigning offsets.
+    ///
+    /// Every batch is checked (length, counts, CRC, producer sequence) before anything is
+    /// written, so a request is appended whole or not at all. A retried idempotent batch
+    /// that is already in the log is acknowledged with its original offsets.
+    pub fn append(&mut self, records: &[u8], now_ms: i64) -> Result<AppendInfo, LogError> {
+        let mut next_offset = self.log_end_offset();
+        let mut prepared = Vec::new();
+        let mut headers = Vec::new();
+        let mut record_count = 0i64;
+        for batch in RecordBatches::new(records) {
+            let (mut header, bytes) = batch?;
+            if bytes.len() > self.config.max_message_bytes {
+                return Err(LogError::MessageTooLarge {
+                    size: bytes.len(),
+                    max: self.config.max_message_bytes,
+                });
+            }
+            header.validate_counts()?;
+            verify_crc(bytes)?;
+            if let SequenceCheck::Duplicate(meta) = self.producer_state.check(&header)? {
+                return Ok(AppendInfo {
+                    base_offset: meta.first_offset,
+                    last_offset: meta.last_offset,
+                    log_start_offset: self.log_start_offset,
+                    record_count: 0,
+                    duplicate: true,
+                });
+            }
+            header.base_offset = next_offset;
+            let mut prefix = [0u8; REWRITTEN_PREFIX_LEN];
+            prefix[0..8].copy_from_slice(&next_offset.to_be_bytes());
+            prefix[8..12].copy_from_slice(&bytes[8..12]);
+            prefix[12..16].copy_from_slice(&self.leader_epoch.to_be_bytes());
+            prepared.push(PreparedBatch {
+                prefix,
+                rest: &bytes[REWRITTEN_PREFIX_LEN..],
+                base_offset: next_offset,
+                last_offset: header.last_offset(),
+                max_timestamp: header.max_timestamp,
+            });
+            record_count += header.last_offset_delta as i64 + 1;
+            next_offset = header.next_offset();
+            headers.push(header);
+        }
+        let (Some(first), Some(last)) = (prepared.first(), prepared.last()) else {
+            return Err(strom_wire::BatchError::Truncated {
+                needed: strom_wire::BATCH_HEADER_LEN,
+                available: records.len(),
+            }
+            .into());
+        };
+        let (base_offset, last_offset) = (first.base_offset, last.last_offset);
+        let total: usize = prepared.iter().map(PreparedBatch::len).sum();
+        self.maybe_roll(total as u64, now_ms)?;
+        self.active_mut().append(&prepared)?;
+        for header in &headers {
+            self.producer_state.update(header);
+        }
+        self.unflushed_records += record_count;
+        if self.unflushed_records >= self.config.flush_messages {
+            self.flush(now_ms)?;
+        }
+        Ok(AppendInfo {
+            base_offset,
+            last_offset,
+            log_start_offset: self.log_start_offset,
+            record_count,
+            duplicate: false,
+        })
+    }
+
+    fn active(&self) -> &Segment {
+        self.segments
+            .values()
+            .next_back()
+            .expect("a log always has an active segment")
+    }
+
+    fn active_mut(&mut self) -> &mut Segment {
+        self.segments
+            .values_mut()
+            .next_back()
+            .expect("a log always has an active segment")
+    }
+
+    /// Starts a new segment when the active one is full by size, age or index space.
+    fn maybe_roll(&mut self, incoming: u64, now_ms: i64) -> Result<(), LogError> {
+        let active = self.active();
+        if active.size() == 0 {
+            return Ok(());
+        }
+        let too_big = active.size() + incoming > self.config.segment_bytes;
+        let too_old = active
+            .first_batch_timestamp()
+            .is_some_and(|t| now_ms - t > self.config.segment_ms);
+        if !(too_big || too_old || active.is_index_full()) {
+            return Ok(());
+        }
+        let base = self.log_end_offset();
+        self.active().flush()?;
+        self.producer_state.write_snapshot(&self.dir, base)?;
+        self.segments
+            .insert(base, Segment::create(&self.dir, base, &self.config)?);
+        tracing::debug!(dir = %self.dir.display(), base, "rolled segment");
+        Ok(())
+    }
+
+    /// Reads whole batches starting with the one that holds `offset`, at most `max_bytes`
+    /// of them unless the first batch alone is larger and `min_one_batch` is set (KIP-74:
+    /// a consumer must always be able to make progress).
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> Result<FetchData, LogError> {
+        let end = self.log_end_offset();
+        if offset < self.log_start_offset || offset > end {
+            return Err(LogError::OffsetOutOfRange {
+                offset,
+                log_start_offset: self.log_start_offset,
+                log_end_offset: end,
+            });
+        }
+        let empty = FetchData {
+            records: Bytes::new(),
+        };
+        let found = self
+            .segments
+            .range(..=offset)
+            .rev()
+            .take(1)
+            .chain(self.segments.range(offset + 1..))
+            .find_map(|(_, s)| s.position_of(offset).transpose().map(|p| (s, p)));
+        let Some((segment, position)) = found else {
+            return Ok(empty);
+        };
+        let position = position?;
+        let available = (segment.size() - position) as usize;
+        let mut buf = segment.read_at(position, available.min(max_bytes))?;
+        let mut batches = RecordBatches::new(&buf);
+        while let Some(Ok(_)) = batches.next() {}
+        let cut = batches.position();
+        if cut == 0 {
+            if !min_one_batch {
+                return Ok(empty);
+            }
+            let Some(header) = segment.read_header_at(position)? else {
+                return Ok(empty);
+            };
+            buf = segment.read_at(position, header.total_len())?;
+        } else {
+            buf.truncate(cut);
+        }
+        Ok(FetchData {
+            records: Bytes::from(buf),
+        })
+    }
+
+    /// The first batch whose maximum timestamp is at least `timestamp`, with its bytes, so
+    /// the caller can find the exact record (ListOffsets by timestamp).
+    pub fn batch_at_timestamp(
+        &self,
+        timestamp: i64,
+    ) -> Result<Option<(RecordBatchHeader, Vec<u8>)>, LogError> {
+        for segment in self.segments.values() {
+            if segment.max_timestamp() < timestamp {
+                continue;
+            }
+            if let Some((position, header)) = segment.position_of_timestamp(timestamp)? {
+                if header.last_offset() < self.log_start_offset {
+                    continue;
+                }
+                let bytes = segment.read_at(position, header.total_len())?;
+                return Ok(Some((header, bytes)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The largest timestamp in the log and the base offset of a batch holding it
+    /// (ListOffsets' MAX_TIMESTAMP spec). `None` for an empty log.
+    pub fn max_timestamp(&self) -> Result<Option<(RecordBatchHeader, Vec<u8>)>, LogError> {
+        let Some(segment) = self
+            .segments
+            .values()
+            .filter(|s| s.size() > 0)
+            .max_by_key(|s| s.max_timestamp())
+        else {
+            return Ok(None);
+        };
+        match segment.position_of_timestamp(segment.max_timestamp())? {
+            Some((position, header)) => {
+                let bytes = segment.read_at(position, header.total_len())?;
+                Ok(Some((header, bytes)))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Raises the log start offset (DeleteRecords). Returns the new log start offset.
+    pub fn delete_records_before(&mut self, offset: i64, now_ms: i64) -> Result<i64, LogError> {
+        let end = self.log_end_offset();
+        if offset < 0 || offset > end {
+            return Err(LogError::OffsetOutOfRange {
+                offset,
+                log_start_offset: self.log_start_offset,
+                log_end_offset: end,
+            });
+        }
+        if offset > self.log_start_offset {
+            self.log_start_offset = offset;
+            self.write_checkpoint()?;
+            self.apply_retention(now_ms)?;
+        }
+        Ok(self.log_start_offset)
+    }
+
+    /// Deletes old segments by `retention.ms`, `retention.bytes` and the log start offset.
+    /// The active segment is never deleted. Returns the number of segments deleted.
+    pub fn apply_retention(&mut self, now_ms: i64) -> Result<usize, LogError> {
+        let mut deleted = 0;
+        let mut total: u64 = self.segments.values().map(Segment::size).sum();
+        while self.segments.len() > 1 {
+            let (&base, oldest) = self.segments.iter().next().expect("non-empty");
+            let below_start = oldest.next_offset() <= self.log_start_offset;
+            let deletes = self.config.deletes();
+            let expired = deletes
+                && self.config.retention_ms >= 0
+                && oldest.max_timestamp() < now_ms - self.config.retention_ms;
+            let oversized = deletes
+                && self.config.retention_bytes >= 0
+                && total - oldest.size() >= self.config.retention_bytes as u64;
+            if !(below_start || expired || oversized) {
+                break;
+            }
+            let segment = self.segments.remove(&base).expect("present");
+            total -= segment.size();
+            segment.delete()?;
+            deleted += 1;
+        }
+        if deleted > 0 {
+            let first = *self.segments.keys().next().expect("non-empty");
+            self.log_start_offset = self.log_start_offset.max(first);
+            self.write_checkpoint()?;
+            tracing::info!(dir = %self.dir.display(), deleted, log_start_offset = self.log_start_offset, "retention deleted segments");
+        }
+        Ok(deleted)
+    }
+
+    /// fsyncs every segment that may hold unflushed data and advances the recovery point.
+    pub fn flush(&mut self, now_ms: i64) -> Result<(), LogError> {
+        let from = self.recovery_point;
+        for segment in self
+            .segments
+            .values()
+            .filter(|s| s.next_offset() > from || s.size() == 0)
+        {
+            segment.flush()?;
+        }
+        self.recovery_point = self.log_end_offset();
+        self.unflushed_records = 0;
+        self.last_flush_ms = now_ms;
+        self.write_checkpoint()
+    }
+
+    /// Flushes if `flush.ms` has passed since the last flush (called periodically).
+    pub fn flush_if_due(&mut self, now_ms: i64) -> Result<(), LogError> {
+        if self.unflushed_records > 0 && now_ms - self.last_flush_ms >= self.config.flush_ms {
+            self.flush(now_ms)?;
+        }
+        Ok(())
+    }
+
+    /// Flushes and snapshots producer state, so the next open needs no recovery.
+    pub fn close(&mut self, now_ms: i64) -> Result<(), LogError> {
+        self.flush(now_ms)?;
+        let end = self.log_end_offset();
+        self.producer_state.write_snapshot(&self.dir, end)?;
+        ProducerStateManager::delete_snapshots_except(&self.dir, end)
+    }
+
+    /// Removes the partition's directory and everything in it.
+    pub fn delete(self) -> Result<(), LogError> {
+        fs::remove_dir_all(&self.dir)?;
+        Ok(())
+    }
+
+    fn write_checkpoint(&self) -> Result<(), LogError> {
+        PartitionCheckpoint {
+            recovery_point: self.recovery_point,
+            log_start_offset: self.log_start_offset,
+        }
+        .write(&self.dir)
+    }
+
+    /// Replaces the log's settings (AlterConfigs); they apply from the next append.
+    pub fn set_config(&mut self, config: LogConfig) {
+        self.config = config;
+    }
+
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    /// Offset the next appended record will get.
+    pub fn log_end_offset(&self) -> i64 {
+        self.active().next_offset()
+    }
+
+    pub fn log_start_offset(&self) -> i64 {
+        self.log_start_offset
+    }
+
+    /// Bytes on disk over all segments.
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.values().map(Segment::size).sum()
+    }
+
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
+    pub fn leader_epoch(&self) -> i32 {
+        self.leader_epoch
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
