@@ -1,1 +1,26 @@
-//! placeholder
+//! strom's performance tools: Kafka's producer, consumer and end-to-end latency tools,
+//! byte-compatible in their output, plus `strom bench` and the reports Kafka's tools lack.
+//!
+//! Each tool talks to any Kafka-compatible cluster through librdkafka; with no bootstrap
+//! server given it starts an embedded strom broker ([`embedded`]).
+
+pub mod bench;
+pub mod cli;
+pub mod clock;
+pub mod cluster;
+pub mod consumer_perf_test;
+pub mod e2e_latency;
+pub mod embedded;
+pub mod environment;
+pub mod histogram;
+pub mod java_format;
+pub mod metrics;
+pub mod producer_perf_test;
+pub mod progress;
+pub mod properties;
+pub mod property_map;
+pub mod report;
+pub mod report_html;
+pub mod report_json;
+pub mod series;
+pub mod splittable_random;

@@ -1,0 +1,41 @@
+//! Where a run sends its traffic: the cluster the user named, or an embedded broker.
+
+use anyhow::Result;
+
+use crate::embedded::EmbeddedBroker;
+
+/// The target cluster for one tool invocation; holds the embedded broker alive while used.
+pub enum Cluster {
+    External(String),
+    Embedded(EmbeddedBroker),
+}
+
+impl Cluster {
+    /// Uses `bootstrap` when given, otherwise starts an embedded broker (and says so on stderr,
+    /// so stdout keeps exactly Kafka's lines).
+    pub fn connect(bootstrap: Option<&str>) -> Result<Self> {
+        match bootstrap {
+            Some(servers) => Ok(Cluster::External(servers.to_string())),
+            None => {
+                let broker = EmbeddedBroker::start()?;
+                eprintln!(
+                    "No bootstrap server given: started an embedded strom broker on {} (data in {}).",
+                    broker.bootstrap(),
+                    broker.data_dir().display()
+                );
+                Ok(Cluster::Embedded(broker))
+            }
+        }
+    }
+
+    pub fn bootstrap(&self) -> &str {
+        match self {
+            Cluster::External(servers) => servers,
+            Cluster::Embedded(broker) => broker.bootstrap(),
+        }
+    }
+
+    pub fn is_embedded(&self) -> bool {
+        matches!(self, Cluster::Embedded(_))
+    }
+}

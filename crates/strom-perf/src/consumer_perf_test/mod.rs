@@ -1,0 +1,3 @@
+pub fn main(_args: Vec<String>) -> std::process::ExitCode {
+    std::process::ExitCode::FAILURE
+}

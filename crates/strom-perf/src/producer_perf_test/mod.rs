@@ -1,0 +1,119 @@
+//! `strom producer-perf-test`: Kafka's kafka-producer-perf-test on librdkafka.
+//!
+//! stdout carries exactly Kafka's lines; strom's extra figures (HdrHistogram latency,
+//! embedded-broker notice, warnings) go to stderr, so anything that parses Kafka's output
+//! keeps working.
+
+pub mod args;
+mod context;
+pub mod output;
+pub mod payload;
+mod recorder;
+pub mod run;
+pub mod stats;
+mod topic_handle;
+
+use std::process::ExitCode;
+
+use serde_json::json;
+
+use crate::cluster::Cluster;
+use crate::report::{Report, RunReport};
+use args::{Outcome, ProducerArgs, PROG};
+use run::ProducerResult;
+
+pub fn main(argv: Vec<String>) -> ExitCode {
+    let args = match args::parse(&argv) {
+        Ok(args) => args,
+        Err(Outcome::Help) => {
+            print!("{}", args::help());
+            return ExitCode::SUCCESS;
+        }
+        Err(Outcome::Error(message)) => {
+            eprint!("{}", args::usage());
+            eprintln!("{PROG}: error: {message}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match run_and_report(&args, &argv) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("Exception in thread \"main\" {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_and_report(args: &ProducerArgs, argv: &[String]) -> anyhow::Result<()> {
+    let cluster = Cluster::connect(args.bootstrap().as_deref())?;
+    let result = run::run(args, cluster.bootstrap(), Box::new(std::io::stdout()))?;
+    let label = if result.throttled {
+        "Latency from intended send time"
+    } else {
+        "Latency from send time"
+    };
+    eprintln!("{}", result.histogram.summary().line(label));
+    if args.json.is_some() || args.html.is_some() {
+        let mut report = Report::new("producer-perf-test", argv);
+        report
+            .runs
+            .push(run_report("producer-perf-test", args, &result));
+        report.write(args.json.as_deref(), args.html.as_deref())?;
+    }
+    drop(cluster);
+    Ok(())
+}
+
+/// The report entry for one producer run.
+pub fn run_report(name: &str, args: &ProducerArgs, result: &ProducerResult) -> RunReport {
+    let t = &result.totals;
+    let mut kafka = json!({
+        "records_sent": t.count,
+        "records_per_sec": t.records_per_sec(),
+        "mb_per_sec": t.mib_per_sec(),
+        "avg_latency_ms": t.avg_latency_ms(),
+        "max_latency_ms": t.max_latency_ms,
+        "p50_ms": t.percentiles[0],
+        "p95_ms": t.percentiles[1],
+        "p99_ms": t.percentiles[2],
+        "p999_ms": t.percentiles[3],
+        "elapsed_ms": t.elapsed_ms,
+        "failed_records": result.failures,
+    });
+    if let Some(s) = &result.steady {
+        kafka["steady_state"] = json!({
+            "records_sent": s.count,
+            "records_per_sec": s.records_per_sec(),
+            "mb_per_sec": s.mib_per_sec(),
+            "avg_latency_ms": s.avg_latency_ms(),
+            "max_latency_ms": s.max_latency_ms,
+            "p50_ms": s.percentiles[0],
+            "p95_ms": s.percentiles[1],
+            "p99_ms": s.percentiles[2],
+            "p999_ms": s.percentiles[3],
+        });
+    }
+    let payload = match &args.payload {
+        args::PayloadSource::RecordSize(size) => json!({"record_size": size}),
+        args::PayloadSource::File { path, .. } => json!({"payload_file": path}),
+        args::PayloadSource::Monotonic => json!("monotonic"),
+    };
+    RunReport {
+        name: name.to_string(),
+        tool: "producer-perf-test".to_string(),
+        settings: json!({
+            "topic": args.topic,
+            "num_records": args.num_records,
+            "throughput": args.throughput,
+            "payload": payload,
+            "warmup_records": args.warmup_records,
+            "librdkafka": result.settings.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
+        }),
+        kafka,
+        latency_basis: if result.throttled { "intended send time" } else { "send time" }.to_string(),
+        latency: None,
+        latency_curve: Vec::new(),
+        series: result.series.clone(),
+    }
+    .with_histogram(&result.histogram)
+}

@@ -1,0 +1,217 @@
+//! Record values and keys, generated as Kafka's tool generates them but without per-record
+//! work on the hot path.
+//!
+//! Kafka refills one buffer per record with the next `record_size` letters of
+//! `SplittableRandom(0)`. Here that same letter stream is generated once into a pool of up
+//! to 16 MiB and each record is the next slice of it: the first 16 MiB of payloads are
+//! exactly Kafka's, later ones repeat the pool — far beyond any batch, so compression sees
+//! the same entropy — and the send loop only borrows a slice.
+
+use std::io::Write as _;
+
+use anyhow::{bail, Context, Result};
+use regex::Regex;
+
+use super::args::{KeyDistribution, PayloadSource};
+use crate::splittable_random::SplittableRandom;
+
+const POOL_BYTES: u64 = 16 << 20;
+
+pub enum Payloads {
+    Letters {
+        pool: Vec<u8>,
+        size: usize,
+        offset: usize,
+    },
+    File {
+        entries: Vec<Vec<u8>>,
+        random: SplittableRandom,
+    },
+    Monotonic {
+        buffer: Vec<u8>,
+    },
+}
+
+impl Payloads {
+    /// Prepares payloads; a payload file is announced on `out` as Kafka does.
+    pub fn new(
+        source: &PayloadSource,
+        num_records: u64,
+        out: &mut dyn std::io::Write,
+    ) -> Result<Self> {
+        Ok(match source {
+            PayloadSource::RecordSize(size) => {
+                let records_in_pool = (POOL_BYTES / *size as u64).clamp(1, num_records);
+                let mut random = SplittableRandom::new(0);
+                let pool = (0..records_in_pool as usize * size)
+                    .map(|_| random.next_letter())
+                    .collect();
+                Payloads::Letters {
+                    pool,
+                    size: *size,
+                    offset: 0,
+                }
+            }
+            PayloadSource::File { path, delimiter } => {
+                let entries = read_payload_file(path, delimiter, out)?;
+                Payloads::File {
+                    entries,
+                    random: SplittableRandom::new(0),
+                }
+            }
+            PayloadSource::Monotonic => Payloads::Monotonic {
+                buffer: Vec::with_capacity(20),
+            },
+        })
+    }
+
+    /// The value of record `i`.
+    pub fn next(&mut self, i: u64) -> &[u8] {
+        match self {
+            Payloads::Letters { pool, size, offset } => {
+                if *offset + *size > pool.len() {
+                    *offset = 0;
+                }
+                let start = *offset;
+                *offset += *size;
+                &pool[start..start + *size]
+            }
+            Payloads::File { entries, random } => {
+                let pick = random.next_int(entries.len() as u32) as usize;
+                &entries[pick]
+            }
+            Payloads::Monotonic { buffer } => {
+                buffer.clear();
+                let _ = write!(buffer, "{i}");
+                buffer
+            }
+        }
+    }
+}
+
+/// Kafka's `--payload-file` handling: UTF-8 text split on a regex, trailing empty pieces
+/// dropped as Java's `String.split` drops them.
+fn read_payload_file(
+    path: &str,
+    delimiter: &str,
+    out: &mut dyn std::io::Write,
+) -> Result<Vec<Vec<u8>>> {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.into());
+    writeln!(out, "Reading payloads from: {}", absolute.display())?;
+    let empty = std::fs::metadata(path)
+        .map(|m| m.len() == 0)
+        .unwrap_or(true);
+    if empty {
+        bail!("File does not exist or empty file provided.");
+    }
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {path} as UTF-8"))?;
+    let splitter = Regex::new(delimiter)
+        .with_context(|| format!("invalid --payload-delimiter {delimiter:?}"))?;
+    let mut entries: Vec<Vec<u8>> = splitter
+        .split(&text)
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
+    while entries.len() > 1 && entries.last().is_some_and(Vec::is_empty) {
+        entries.pop();
+    }
+    writeln!(out, "Number of messages read: {}", entries.len())?;
+    Ok(entries)
+}
+
+/// KIP-1299 keys: `Integer.toString(i % range)` or a uniform pick in the range.
+pub struct Keys {
+    range: u64,
+    distribution: KeyDistribution,
+    random: SplittableRandom,
+    buffer: Vec<u8>,
+}
+
+impl Keys {
+    pub fn new(range: u64, distribution: KeyDistribution) -> Self {
+        Self {
+            range,
+            distribution,
+            random: SplittableRandom::new(1),
+            buffer: Vec::with_capacity(20),
+        }
+    }
+
+    pub fn next(&mut self, i: u64) -> &[u8] {
+        let key = match self.distribution {
+            KeyDistribution::Range => i % self.range,
+            KeyDistribution::Random => {
+                u64::from(self.random.next_int(self.range.min(i32::MAX as u64) as u32))
+            }
+        };
+        self.buffer.clear();
+        let _ = write!(self.buffer, "{key}");
+        &self.buffer
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn letters_are_consecutive_slices_of_kafkas_stream() {
+        let mut p = Payloads::new(&PayloadSource::RecordSize(10), 3, &mut Vec::new()).unwrap();
+        let mut random = SplittableRandom::new(0);
+        let stream: Vec<u8> = (0..30).map(|_| random.next_letter()).collect();
+        assert_eq!(p.next(0), &stream[0..10]);
+        assert_eq!(p.next(1), &stream[10..20]);
+        assert_eq!(p.next(2), &stream[20..30]);
+        assert_eq!(p.next(3), &stream[0..10], "the pool wraps around");
+    }
+
+    #[test]
+    fn monotonic_payload_is_the_index() {
+        let mut p = Payloads::new(&PayloadSource::Monotonic, 10, &mut Vec::new()).unwrap();
+        assert_eq!(p.next(0), b"0");
+        assert_eq!(p.next(12345), b"12345");
+    }
+
+    #[test]
+    fn payload_file_splits_on_a_regex_and_announces_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("payloads.txt");
+        std::fs::write(&path, "a,b;;c\n").unwrap();
+        let mut out = Vec::new();
+        let source = PayloadSource::File {
+            path: path.display().to_string(),
+            delimiter: "[,;]+".to_string(),
+        };
+        let mut p = Payloads::new(&source, 10, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with("Reading payloads from: "));
+        assert!(text.ends_with("Number of messages read: 3\n"));
+        for i in 0..20 {
+            assert!([&b"a"[..], b"b", b"c\n"].contains(&p.next(i)));
+        }
+    }
+
+    #[test]
+    fn missing_or_empty_payload_file_is_kafkas_error() {
+        let source = PayloadSource::File {
+            path: "/nonexistent/x".to_string(),
+            delimiter: "\n".to_string(),
+        };
+        let err = Payloads::new(&source, 1, &mut Vec::new()).err().unwrap();
+        assert_eq!(
+            err.to_string(),
+            "File does not exist or empty file provided."
+        );
+    }
+
+    #[test]
+    fn keys_in_range() {
+        let mut k = Keys::new(3, KeyDistribution::Range);
+        assert_eq!(k.next(4), b"1");
+        let mut r = Keys::new(5, KeyDistribution::Random);
+        for i in 0..100 {
+            let key: u64 = std::str::from_utf8(r.next(i)).unwrap().parse().unwrap();
+            assert!(key < 5);
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! Everything a delivery report updates: Kafka's statistics (whole run and steady state),
+//! the HdrHistogram, the time series and the failure count.
+//!
+//! Delivery reports run on the send loop's thread (inside `poll`), so the mutex around the
+//! recorder is never contended; it exists because librdkafka contexts must be `Sync`.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::output;
+use super::stats::Stats;
+use crate::clock;
+use crate::histogram::LatencyHistogram;
+use crate::series::ThroughputSeries;
+
+/// How many failed deliveries are printed before they are only counted.
+const PRINTED_FAILURES: u64 = 20;
+
+pub struct Recorder {
+    pub stats: Stats,
+    pub steady: Option<Stats>,
+    steady_announced: bool,
+    /// The first record index counted in steady state (0 without warmup).
+    pub warmup: u64,
+    pub histogram: LatencyHistogram,
+    pub series: ThroughputSeries,
+    pub failures: u64,
+    progress: Arc<AtomicU64>,
+    out: Box<dyn Write + Send>,
+}
+
+impl Recorder {
+    pub fn new(
+        stats: Stats,
+        warmup: u64,
+        start: Instant,
+        progress: Arc<AtomicU64>,
+        out: Box<dyn Write + Send>,
+    ) -> Self {
+        Self {
+            stats,
+            steady: None,
+            steady_announced: false,
+            warmup,
+            histogram: LatencyHistogram::new(),
+            series: ThroughputSeries::new(start),
+            failures: 0,
+            progress,
+            out,
+        }
+    }
+
+    /// One successful delivery of record `index`.
+    pub fn on_success(
+        &mut self,
+        index: u64,
+        latency_ms: u32,
+        hdr_latency_us: u64,
+        bytes: u64,
+        now_ns: u64,
+        now: Instant,
+    ) {
+        let now_ms = clock::ms(now_ns);
+        let muted = self.steady.is_some();
+        if let Some(window) = self.stats.record(latency_ms, bytes, now_ms) {
+            if !muted {
+                self.print(&window.line());
+            }
+        }
+        if index >= self.warmup {
+            self.histogram.record(hdr_latency_us);
+            if let Some(steady) = self.steady.as_mut() {
+                if let Some(window) = steady.record(latency_ms, bytes, now_ms) {
+                    let line = window.line();
+                    if !self.steady_announced {
+                        self.steady_announced = true;
+                        self.print(output::STEADY_STATE_LINE);
+                    }
+                    self.print(&line);
+                }
+            }
+        }
+        self.series.record(now, 1, bytes);
+        self.progress.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// One failed delivery: counted, not in the statistics, printed as Kafka prints the
+    /// exception (up to a limit, so a dead cluster does not flood the terminal).
+    pub fn on_failure(&mut self, error: &dyn std::fmt::Display) {
+        self.failures += 1;
+        if self.failures <= PRINTED_FAILURES {
+            eprintln!("org.apache.kafka.common.KafkaException: delivery failed: {error}");
+        } else if self.failures == PRINTED_FAILURES + 1 {
+            eprintln!("(further delivery failures are counted, not printed)");
+        }
+        self.progress.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Starts steady-state statistics at the first record after warmup.
+    pub fn begin_steady_state(&mut self, records: u64, reporting_interval_ms: u64, now_ms: u64) {
+        self.steady = Some(Stats::new(records, reporting_interval_ms, now_ms));
+    }
+
+    pub fn print(&mut self, line: &str) {
+        let _ = writeln!(self.out, "{line}");
+        let _ = self.out.flush();
+    }
+}

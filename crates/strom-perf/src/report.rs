@@ -1,0 +1,83 @@
+//! What a run leaves behind for `--json` and `--html`: every figure, the settings, the
+//! environment and the time series, in one structure both writers share.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::environment::Environment;
+use crate::histogram::{LatencyHistogram, LatencySummary, PercentilePoint};
+use crate::series::SeriesPoint;
+
+/// One measured run (a bench is several).
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    /// Short name shown in tables and plot titles.
+    pub name: String,
+    pub tool: String,
+    pub settings: Value,
+    /// The figures Kafka's tool prints, under Kafka's names.
+    pub kafka: Value,
+    /// What the HdrHistogram latency is measured from.
+    pub latency_basis: String,
+    pub latency: Option<LatencySummary>,
+    pub latency_curve: Vec<PercentilePoint>,
+    pub series: Vec<SeriesPoint>,
+}
+
+impl RunReport {
+    pub fn with_histogram(mut self, histogram: &LatencyHistogram) -> Self {
+        if !histogram.is_empty() {
+            self.latency = Some(histogram.summary());
+            self.latency_curve = histogram.percentile_curve();
+        }
+        self
+    }
+}
+
+/// A comparison row of `strom bench`: strom's figure beside the seed's published one.
+#[derive(Debug, Clone, Serialize)]
+pub struct ComparisonRow {
+    pub experiment: String,
+    pub metric: String,
+    pub strom: String,
+    pub seed: String,
+}
+
+/// The whole document written by `--json` and rendered by `--html`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub format: &'static str,
+    pub command: Vec<String>,
+    pub started_at_unix_ms: u128,
+    pub environment: Environment,
+    pub runs: Vec<RunReport>,
+    pub comparison: Vec<ComparisonRow>,
+}
+
+impl Report {
+    pub fn new(command: &str, args: &[String]) -> Self {
+        let mut full = vec![format!("strom {command}")];
+        full.extend(args.iter().cloned());
+        Self {
+            format: "strom-perf-report/1",
+            command: full,
+            started_at_unix_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis()),
+            environment: Environment::detect(),
+            runs: Vec::new(),
+            comparison: Vec::new(),
+        }
+    }
+
+    /// Writes the reports the user asked for; errors name the file.
+    pub fn write(&self, json: Option<&str>, html: Option<&str>) -> anyhow::Result<()> {
+        if let Some(path) = json {
+            crate::report_json::write(self, path)?;
+        }
+        if let Some(path) = html {
+            crate::report_html::write(self, path)?;
+        }
+        Ok(())
+    }
+}
