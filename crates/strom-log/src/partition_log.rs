@@ -76,7 +76,7 @@ impl PartitionLog {
         for (i, &base) in bases.iter().enumerate() {
             if truncated {
                 tracing::warn!(base, dir = %dir.display(), "deleting segment after a truncated one");
-                Segment::open(dir, base, &config, false)?.delete()?;
+                Segment::delete_files(dir, base)?;
                 continue;
             }
             let next_base = bases.get(i + 1).copied();
@@ -303,10 +303,9 @@ impl PartitionLog {
             if segment.max_timestamp() < timestamp {
                 continue;
             }
-            if let Some((position, header)) = segment.position_of_timestamp(timestamp)? {
-                if header.last_offset() < self.log_start_offset {
-                    continue;
-                }
+            if let Some((position, header)) =
+                segment.position_of_timestamp(timestamp, self.log_start_offset)?
+            {
                 let bytes = segment.read_at(position, header.total_len())?;
                 return Ok(Some((header, bytes)));
             }
@@ -325,7 +324,7 @@ impl PartitionLog {
         else {
             return Ok(None);
         };
-        match segment.position_of_timestamp(segment.max_timestamp())? {
+        match segment.position_of_timestamp(segment.max_timestamp(), self.log_start_offset)? {
             Some((position, header)) => {
                 let bytes = segment.read_at(position, header.total_len())?;
                 Ok(Some((header, bytes)))

@@ -100,9 +100,11 @@ impl Segment {
     /// Opens an existing segment.
     ///
     /// With `recover` false the segment is trusted up to its file length: its indexes are
-    /// loaded (and rebuilt only if missing or corrupt) and just the bytes after the last
-    /// index entry are read to find its end. With `recover` true every batch is read and
-    /// its CRC checked, and the file is truncated at the first torn or corrupt batch.
+    /// loaded and just the bytes after the last offset-index entry are read to find its
+    /// end. An index that is missing, torn, unsorted or pointing anywhere but at the batch
+    /// it names is rebuilt from the batch headers. With `recover` true every batch is read
+    /// and its CRC checked, the indexes are rebuilt, and the file is truncated at the first
+    /// torn or corrupt batch.
     pub fn open(
         dir: &Path,
         base_offset: i64,
@@ -114,14 +116,17 @@ impl Segment {
         let size = file.metadata()?.len();
         let index_path = dir.join(offset_file_name(base_offset, "index"));
         let time_path = dir.join(offset_file_name(base_offset, "timeindex"));
-        let loaded = match (
-            OffsetIndex::open(&index_path, config.segment_index_bytes)?,
-            TimeIndex::open(&time_path, config.segment_index_bytes)?,
-        ) {
-            (Some(o), Some(t)) if !recover && Self::indexes_fit(&o, size) => Some((o, t)),
-            _ => None,
+        let loaded = if recover || !index_path.exists() || !time_path.exists() {
+            None
+        } else {
+            match (
+                OffsetIndex::open(&index_path, config.segment_index_bytes)?,
+                TimeIndex::open(&time_path, config.segment_index_bytes)?,
+            ) {
+                (Some(o), Some(t)) => Some((o, t)),
+                _ => None,
+            }
         };
-        let rebuilt = loaded.is_none();
         let (offset_index, time_index) = match loaded {
             Some(indexes) => indexes,
             None => (
@@ -142,15 +147,22 @@ impl Segment {
             first_batch_timestamp: None,
             index_interval_bytes: config.index_interval_bytes,
         };
-        if let Some(last) = segment.time_index.last() {
-            segment.max_timestamp = last.timestamp;
+        let mut outcome = None;
+        if !recover {
+            outcome = segment.scan_tail_after_index()?;
+            if outcome.is_none() && size > 0 {
+                tracing::warn!(segment = %segment.log_path.display(), "rebuilding index");
+            }
         }
-        let start = if rebuilt {
-            0
-        } else {
-            segment.offset_index.last().map_or(0, |e| e.position as u64)
+        let outcome = match outcome {
+            Some(outcome) => outcome,
+            None => {
+                segment.offset_index.truncate_from(0)?;
+                segment.time_index.truncate_from(i64::MIN)?;
+                segment.max_timestamp = -1;
+                segment.scan_from(0, recover, true)?
+            }
         };
-        let outcome = segment.scan_from(start, recover, rebuilt)?;
         if outcome.valid_end < size {
             if !recover {
                 return Err(LogError::CorruptFile {
@@ -174,8 +186,37 @@ impl Segment {
         Ok(segment)
     }
 
-    fn indexes_fit(index: &OffsetIndex, size: u64) -> bool {
-        index.last().is_none_or(|e| (e.position as u64) < size)
+    /// Trusting the loaded indexes, reads the batch headers after the last offset-index
+    /// entry. `None` if the indexes do not fit the file: the offset index empty for a
+    /// non-empty log, its last entry not naming the batch at its position, the batches
+    /// after it not ending exactly at the end of the file, or the time index naming an
+    /// offset past the end.
+    fn scan_tail_after_index(&mut self) -> Result<Option<ScanOutcome>, LogError> {
+        let Some(last) = self.offset_index.last() else {
+            return Ok((self.size == 0).then_some(ScanOutcome {
+                valid_end: 0,
+                next_offset: None,
+            }));
+        };
+        let position = last.position as u64;
+        let expected_base = self.base_offset + last.relative_offset as i64;
+        let fits = self
+            .read_header_at(position)?
+            .is_some_and(|h| h.base_offset == expected_base);
+        if !fits {
+            return Ok(None);
+        }
+        let newest_time_entry = self.time_index.last();
+        self.max_timestamp = newest_time_entry.map_or(-1, |e| e.timestamp);
+        let outcome = self.scan_from(position, false, false)?;
+        let next_relative = outcome.next_offset.map_or(0, |n| n - self.base_offset);
+        if outcome.valid_end != self.size
+            || newest_time_entry.is_some_and(|e| e.relative_offset as i64 >= next_relative)
+        {
+            return Ok(None);
+        }
+        self.bytes_since_last_index_entry = self.size - position;
+        Ok(Some(outcome))
     }
 
     /// Reads batch headers from `start` to the end of the file, optionally verifying CRCs
@@ -303,17 +344,20 @@ impl Segment {
         Ok(None)
     }
 
-    /// Position of the first batch whose maximum timestamp is at least `timestamp`.
+    /// Position of the first batch whose maximum timestamp is at least `timestamp`, among
+    /// the batches holding offsets at or after `min_offset` (the log start offset).
     pub fn position_of_timestamp(
         &self,
         timestamp: i64,
+        min_offset: i64,
     ) -> Result<Option<(u64, RecordBatchHeader)>, LogError> {
         let start_offset = self
             .time_index
             .floor(timestamp)
             .map_or(self.base_offset, |e| {
                 self.base_offset + e.relative_offset as i64
-            });
+            })
+            .max(min_offset);
         let mut position = self.position_of(start_offset)?.unwrap_or(self.size);
         while let Some(header) = self.read_header_at(position)? {
             if header.max_timestamp >= timestamp {
@@ -341,9 +385,22 @@ impl Segment {
 
     /// Removes the segment's files.
     pub fn delete(self) -> Result<(), LogError> {
-        fs::remove_file(&self.log_path)?;
-        fs::remove_file(self.offset_index.path())?;
-        fs::remove_file(self.time_index.path())?;
+        let dir = self
+            .log_path
+            .parent()
+            .expect("a segment lives in a directory");
+        Self::delete_files(dir, self.base_offset)
+    }
+
+    /// Removes the files of the segment at `base_offset` in `dir` without reading them
+    /// (they may be unreadable: recovery drops the segments after a truncated one).
+    pub fn delete_files(dir: &Path, base_offset: i64) -> Result<(), LogError> {
+        for extension in ["log", "index", "timeindex"] {
+            match fs::remove_file(dir.join(offset_file_name(base_offset, extension))) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+                _ => {}
+            }
+        }
         Ok(())
     }
 

@@ -1,0 +1,164 @@
+//! Test helpers: a hand-rolled encoder of valid magic-v2 record batches (varint records,
+//! CRC32C), and small conveniences over [`PartitionLog`]. Shared by the integration tests
+//! and the benchmarks (`#[path]`-included there), so not every item is used everywhere.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use strom_log::{LogConfig, PartitionLog};
+use strom_wire::{RecordBatchHeader, RecordBatches};
+
+/// What one encoded batch looks like; build with [`BatchSpec::new`] and the `with_*` setters.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchSpec {
+    pub records: usize,
+    pub value_size: usize,
+    /// Timestamp of the first record; record `i` gets `timestamp + i`.
+    pub timestamp: i64,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    /// Byte every value is filled with, so batches can be told apart.
+    pub fill: u8,
+}
+
+impl BatchSpec {
+    /// `records` records with values of `value_size` bytes, no producer id.
+    pub fn new(records: usize, value_size: usize) -> Self {
+        Self {
+            records,
+            value_size,
+            timestamp: 1_000,
+            producer_id: -1,
+            producer_epoch: -1,
+            base_sequence: -1,
+            fill: b'x',
+        }
+    }
+
+    pub fn with_timestamp(mut self, timestamp: i64) -> Self {
+        self.timestamp = timestamp;
+        self
+    }
+
+    pub fn with_producer(mut self, producer_id: i64, epoch: i16, base_sequence: i32) -> Self {
+        self.producer_id = producer_id;
+        self.producer_epoch = epoch;
+        self.base_sequence = base_sequence;
+        self
+    }
+
+    pub fn with_fill(mut self, fill: u8) -> Self {
+        self.fill = fill;
+        self
+    }
+
+    /// Encodes the batch as a producer sends it: base offset 0, leader epoch -1.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut records = Vec::with_capacity(self.records * (self.value_size + 16));
+        let mut body = Vec::with_capacity(self.value_size + 16);
+        for i in 0..self.records {
+            body.clear();
+            body.push(0); // attributes
+            put_varint(&mut body, i as i64); // timestamp delta
+            put_varint(&mut body, i as i64); // offset delta
+            put_varint(&mut body, -1); // null key
+            put_varint(&mut body, self.value_size as i64);
+            body.resize(body.len() + self.value_size, self.fill);
+            put_varint(&mut body, 0); // no headers
+            put_varint(&mut records, body.len() as i64);
+            records.extend_from_slice(&body);
+        }
+        let n = self.records as i32;
+        let mut b = Vec::with_capacity(61 + records.len());
+        b.extend_from_slice(&0i64.to_be_bytes());
+        b.extend_from_slice(&((49 + records.len()) as i32).to_be_bytes());
+        b.extend_from_slice(&(-1i32).to_be_bytes());
+        b.push(2);
+        b.extend_from_slice(&[0; 4]); // crc, filled below
+        b.extend_from_slice(&0i16.to_be_bytes());
+        b.extend_from_slice(&(n - 1).to_be_bytes());
+        b.extend_from_slice(&self.timestamp.to_be_bytes());
+        b.extend_from_slice(&(self.timestamp + n as i64 - 1).to_be_bytes());
+        b.extend_from_slice(&self.producer_id.to_be_bytes());
+        b.extend_from_slice(&self.producer_epoch.to_be_bytes());
+        b.extend_from_slice(&self.base_sequence.to_be_bytes());
+        b.extend_from_slice(&n.to_be_bytes());
+        b.extend_from_slice(&records);
+        let crc = crc32c::crc32c(&b[21..]);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        b
+    }
+}
+
+/// A zig-zag varint, as record fields are encoded.
+fn put_varint(out: &mut Vec<u8>, value: i64) {
+    let mut v = ((value << 1) ^ (value >> 63)) as u64;
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// A batch of `records` records with `value_size`-byte values.
+pub fn batch(records: usize, value_size: usize) -> Vec<u8> {
+    BatchSpec::new(records, value_size).encode()
+}
+
+/// A config for tests: small index interval so indexes have many entries.
+pub fn config() -> LogConfig {
+    LogConfig {
+        index_interval_bytes: 256,
+        ..LogConfig::default()
+    }
+}
+
+/// The partition directory `<topic>-<partition>` inside `root`.
+pub fn partition_dir(root: &Path) -> PathBuf {
+    root.join("events-0")
+}
+
+pub fn open(dir: &Path, config: LogConfig, clean: bool) -> PartitionLog {
+    PartitionLog::open(dir, config, clean, NOW).expect("open log")
+}
+
+/// "Now" for tests whose batches carry the default timestamps.
+pub const NOW: i64 = 1_000_000;
+
+/// Splits a record set into its batches.
+pub fn split(records: &[u8]) -> Vec<(RecordBatchHeader, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut it = RecordBatches::new(records);
+    for item in &mut it {
+        let (h, b) = item.expect("well-formed batch");
+        out.push((h, b.to_vec()));
+    }
+    assert_eq!(it.position(), records.len(), "trailing partial batch");
+    out
+}
+
+/// Every batch from the log start to the log end, read segment by segment.
+pub fn read_all(log: &PartitionLog) -> Vec<(RecordBatchHeader, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut offset = log.log_start_offset();
+    while offset < log.log_end_offset() {
+        let data = log.read(offset, usize::MAX, true).expect("read");
+        let batches = split(&data.records);
+        assert!(!batches.is_empty(), "no progress at offset {offset}");
+        offset = batches.last().unwrap().0.next_offset();
+        out.extend(batches);
+    }
+    out
+}
+
+/// Names of the files in `dir` with the given extension, sorted.
+pub fn files_with(dir: &Path, extension: &str) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == extension))
+        .collect();
+    files.sort();
+    files
+}
