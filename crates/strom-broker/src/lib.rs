@@ -1,1 +1,31 @@
-//! placeholder
+//! The strom broker: listener → connection → router → handlers, over the partition logs
+//! of `strom-log` and the wire format of `strom-wire`.
+//!
+//! Requests on one connection are handled in order, one at a time, as Kafka does (it
+//! mutes a channel while its request is in flight); concurrency comes from connections.
+
+pub mod cli;
+pub mod config;
+pub mod connection;
+pub mod error;
+pub mod handlers;
+pub mod log_manager;
+pub mod partition;
+pub mod producer_id_manager;
+pub mod properties;
+pub mod server;
+pub mod state;
+pub mod topic;
+pub mod topic_config;
+
+pub use config::{BrokerConfig, ConfigError};
+pub use error::{ApiError, BrokerError};
+pub use server::{Broker, RunningBroker};
+pub use state::BrokerState;
+
+/// Wall-clock milliseconds since the epoch, the unit of Kafka's timestamps.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}

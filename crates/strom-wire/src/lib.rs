@@ -5,6 +5,7 @@
 pub mod batch;
 pub mod error;
 pub mod frame;
+pub mod records;
 pub mod request;
 pub mod response;
 

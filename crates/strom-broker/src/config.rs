@@ -1,0 +1,340 @@
+//! Broker configuration: Kafka's `server.properties` keys, meanings and defaults.
+//!
+//! Every key is either understood, or known to Kafka and accepted with a warning that it
+//! has no effect in strom; anything else stops start-up with an error naming it, so a typo
+//! never silently falls back to a default.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use strom_log::LogConfig;
+use thiserror::Error;
+
+/// A configuration problem, naming the key.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error("unknown configuration key '{0}'")]
+    UnknownKey(String),
+    #[error("invalid value '{value}' for configuration '{key}': {reason}")]
+    InvalidValue {
+        key: String,
+        value: String,
+        reason: String,
+    },
+}
+
+/// Kafka keys strom accepts but does not use (thread pools, buffer sizes and replication
+/// settings of internal topics have no counterpart in its design).
+const ACCEPTED_WITHOUT_EFFECT: &[&str] = &[
+    "num.network.threads",
+    "num.io.threads",
+    "num.replica.fetchers",
+    "num.recovery.threads.per.data.dir",
+    "socket.send.buffer.bytes",
+    "socket.receive.buffer.bytes",
+    "offsets.topic.replication.factor",
+    "offsets.topic.num.partitions",
+    "transaction.state.log.replication.factor",
+    "transaction.state.log.min.isr",
+    "default.replication.factor",
+    "min.insync.replicas",
+    "group.initial.rebalance.delay.ms",
+    "process.roles",
+    "controller.quorum.voters",
+    "controller.quorum.bootstrap.servers",
+    "controller.listener.names",
+    "inter.broker.listener.name",
+    "listener.security.protocol.map",
+    "share.coordinator.state.topic.replication.factor",
+    "share.coordinator.state.topic.min.isr",
+];
+
+/// One listener, `PLAINTEXT://host:port`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listener {
+    pub host: String,
+    pub port: u16,
+}
+
+impl Listener {
+    fn parse(key: &str, value: &str) -> Result<Self, ConfigError> {
+        let invalid = |reason: &str| ConfigError::InvalidValue {
+            key: key.to_string(),
+            value: value.to_string(),
+            reason: reason.to_string(),
+        };
+        let first = value.split(',').next().unwrap_or("").trim();
+        let (protocol, address) = first
+            .split_once("://")
+            .ok_or_else(|| invalid("expected PLAINTEXT://host:port"))?;
+        let protocol = protocol.rsplit(':').next().unwrap_or(protocol);
+        if protocol != "PLAINTEXT" {
+            return Err(invalid("only the PLAINTEXT security protocol is supported"));
+        }
+        let (host, port) = address
+            .rsplit_once(':')
+            .ok_or_else(|| invalid("expected host:port"))?;
+        let port = port.parse().map_err(|_| invalid("invalid port"))?;
+        Ok(Self {
+            host: host.trim_matches(['[', ']']).to_string(),
+            port,
+        })
+    }
+
+    /// The socket address to bind; an empty host binds all interfaces, as in Kafka.
+    pub fn bind_address(&self) -> String {
+        let host = if self.host.is_empty() { "0.0.0.0" } else { &self.host };
+        format!("{host}:{}", self.port)
+    }
+}
+
+/// The broker's configuration.
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    /// `node.id`
+    pub node_id: i32,
+    /// `listeners` (first PLAINTEXT listener)
+    pub listener: Listener,
+    /// `advertised.listeners`; defaults to the listener, with the bound port when it is 0.
+    pub advertised_listener: Option<Listener>,
+    /// `log.dirs` (or `log.dir`)
+    pub log_dirs: Vec<PathBuf>,
+    /// `num.partitions`
+    pub num_partitions: i32,
+    /// `auto.create.topics.enable`
+    pub auto_create_topics: bool,
+    /// `message.max.bytes`, `log.segment.bytes`, `log.roll.*`, `log.retention.*`,
+    /// `log.flush.*`, `log.index.*`, `log.cleanup.policy`: defaults of every topic's log.
+    pub log_defaults: LogConfig,
+    /// `log.retention.check.interval.ms`
+    pub retention_check_interval_ms: u64,
+    /// `log.flush.scheduler.interval.ms`
+    pub flush_scheduler_interval_ms: u64,
+    /// `socket.request.max.bytes`
+    pub socket_request_max_bytes: usize,
+    /// `group.min.session.timeout.ms`
+    pub group_min_session_timeout_ms: i32,
+    /// `group.max.session.timeout.ms`
+    pub group_max_session_timeout_ms: i32,
+    /// Every key as given, for DescribeConfigs on the broker resource.
+    pub given: BTreeMap<String, String>,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        Self::from_properties(&BTreeMap::new()).expect("defaults are valid")
+    }
+}
+
+fn parse_num<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, ConfigError> {
+    value.trim().parse().map_err(|_| ConfigError::InvalidValue {
+        key: key.to_string(),
+        value: value.to_string(),
+        reason: "not a valid number".to_string(),
+    })
+}
+
+fn at_least<T: PartialOrd + std::fmt::Display + Copy>(
+    key: &str,
+    value: T,
+    min: T,
+) -> Result<T, ConfigError> {
+    if value < min {
+        return Err(ConfigError::InvalidValue {
+            key: key.to_string(),
+            value: value.to_string(),
+            reason: format!("must be at least {min}"),
+        });
+    }
+    Ok(value)
+}
+
+fn parse_bool(key: &str, value: &str) -> Result<bool, ConfigError> {
+    match value.trim() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(ConfigError::InvalidValue {
+            key: key.to_string(),
+            value: value.to_string(),
+            reason: "expected true or false".to_string(),
+        }),
+    }
+}
+
+impl BrokerConfig {
+    /// Builds the configuration from properties, applying Kafka's defaults and precedence
+    /// (`log.roll.ms` over `log.roll.hours`, `log.retention.ms` over `.minutes` over
+    /// `.hours`, `log.dirs` over `log.dir`).
+    pub fn from_properties(props: &BTreeMap<String, String>) -> Result<Self, ConfigError> {
+        let mut c = Self {
+            node_id: 1,
+            listener: Listener {
+                host: "127.0.0.1".to_string(),
+                port: 9092,
+            },
+            advertised_listener: None,
+            log_dirs: vec![PathBuf::from("/tmp/strom-logs")],
+            num_partitions: 1,
+            auto_create_topics: true,
+            log_defaults: LogConfig::default(),
+            retention_check_interval_ms: 300_000,
+            flush_scheduler_interval_ms: i64::MAX as u64,
+            socket_request_max_bytes: 104_857_600,
+            group_min_session_timeout_ms: 6_000,
+            group_max_session_timeout_ms: 1_800_000,
+            given: props.clone(),
+        };
+        let mut roll_hours = None;
+        let mut retention = (None, None, None);
+        let mut flush_ms = None;
+        for (key, value) in props {
+            let k = key.as_str();
+            let v = value.as_str();
+            match k {
+                "node.id" | "broker.id" => c.node_id = at_least(k, parse_num(k, v)?, 0)?,
+                "listeners" => c.listener = Listener::parse(k, v)?,
+                "advertised.listeners" => c.advertised_listener = Some(Listener::parse(k, v)?),
+                "log.dirs" | "log.dir" => {
+                    if k == "log.dir" && props.contains_key("log.dirs") {
+                        continue;
+                    }
+                    c.log_dirs = v
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|s| !s.is_empty())
+                        .map(PathBuf::from)
+                        .collect();
+                    if c.log_dirs.is_empty() {
+                        return Err(ConfigError::InvalidValue {
+                            key: k.to_string(),
+                            value: v.to_string(),
+                            reason: "at least one directory is required".to_string(),
+                        });
+                    }
+                }
+                "num.partitions" => c.num_partitions = at_least(k, parse_num(k, v)?, 1)?,
+                "auto.create.topics.enable" => c.auto_create_topics = parse_bool(k, v)?,
+                "log.segment.bytes" => {
+                    c.log_defaults.segment_bytes = at_least(k, parse_num(k, v)?, 14)?
+                }
+                "log.roll.ms" => c.log_defaults.segment_ms = at_least(k, parse_num(k, v)?, 1)?,
+                "log.roll.hours" => roll_hours = Some(at_least(k, parse_num::<i64>(k, v)?, 1)?),
+                "log.retention.ms" => retention.0 = Some(at_least(k, parse_num(k, v)?, -1)?),
+                "log.retention.minutes" => {
+                    retention.1 = Some(at_least(k, parse_num::<i64>(k, v)?, -1)?)
+                }
+                "log.retention.hours" => {
+                    retention.2 = Some(at_least(k, parse_num::<i64>(k, v)?, -1)?)
+                }
+                "log.retention.bytes" => {
+                    c.log_defaults.retention_bytes = at_least(k, parse_num(k, v)?, -1)?
+                }
+                "log.retention.check.interval.ms" => {
+                    c.retention_check_interval_ms = at_least(k, parse_num(k, v)?, 1)?
+                }
+                "log.flush.interval.messages" => {
+                    c.log_defaults.flush_messages = at_least(k, parse_num(k, v)?, 1)?
+                }
+                "log.flush.interval.ms" => flush_ms = Some(at_least(k, parse_num(k, v)?, 0)?),
+                "log.flush.scheduler.interval.ms" => {
+                    c.flush_scheduler_interval_ms = at_least(k, parse_num(k, v)?, 1)?
+                }
+                "log.index.interval.bytes" => {
+                    c.log_defaults.index_interval_bytes = at_least(k, parse_num(k, v)?, 0)?
+                }
+                "log.index.size.max.bytes" => {
+                    c.log_defaults.segment_index_bytes = at_least(k, parse_num(k, v)?, 4)?
+                }
+                "log.cleanup.policy" => {
+                    c.log_defaults.cleanup_policy = crate::topic_config::validate_cleanup_policy(k, v)?
+                }
+                "message.max.bytes" => {
+                    c.log_defaults.max_message_bytes = at_least(k, parse_num(k, v)?, 0)?
+                }
+                "socket.request.max.bytes" => {
+                    c.socket_request_max_bytes = at_least(k, parse_num(k, v)?, 1)?
+                }
+                "group.min.session.timeout.ms" => {
+                    c.group_min_session_timeout_ms = parse_num(k, v)?
+                }
+                "group.max.session.timeout.ms" => {
+                    c.group_max_session_timeout_ms = parse_num(k, v)?
+                }
+                _ if ACCEPTED_WITHOUT_EFFECT.contains(&k) => {
+                    tracing::warn!(key = k, "configuration accepted but has no effect in strom");
+                }
+                _ => return Err(ConfigError::UnknownKey(key.clone())),
+            }
+        }
+        if let Some(hours) = roll_hours.filter(|_| !props.contains_key("log.roll.ms")) {
+            c.log_defaults.segment_ms = hours * 3_600_000;
+        }
+        c.log_defaults.retention_ms = match retention {
+            (Some(ms), _, _) => ms,
+            (None, Some(m), _) => if m < 0 { -1 } else { m * 60_000 },
+            (None, None, Some(h)) => if h < 0 { -1 } else { h * 3_600_000 },
+            (None, None, None) => c.log_defaults.retention_ms,
+        };
+        c.log_defaults.flush_ms = flush_ms.unwrap_or(c.flush_scheduler_interval_ms as i64);
+        Ok(c)
+    }
+
+    /// The listener clients are told to connect to, given the address actually bound.
+    pub fn advertised(&self, bound: SocketAddr) -> Listener {
+        match &self.advertised_listener {
+            Some(l) => l.clone(),
+            None => Listener {
+                host: if self.listener.host.is_empty() {
+                    bound.ip().to_string()
+                } else {
+                    self.listener.host.clone()
+                },
+                port: bound.port(),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn defaults_follow_kafka() {
+        let c = BrokerConfig::default();
+        assert_eq!(c.listener, Listener { host: "127.0.0.1".into(), port: 9092 });
+        assert_eq!(c.num_partitions, 1);
+        assert!(c.auto_create_topics);
+        assert_eq!(c.log_defaults.segment_bytes, 1 << 30);
+        assert_eq!(c.log_defaults.retention_ms, 168 * 3_600_000);
+        assert_eq!(c.log_defaults.max_message_bytes, 1_048_588);
+        assert_eq!(c.socket_request_max_bytes, 104_857_600);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_name_the_key() {
+        assert_eq!(
+            BrokerConfig::from_properties(&props(&[("log.segmnet.bytes", "1")])).unwrap_err(),
+            ConfigError::UnknownKey("log.segmnet.bytes".into())
+        );
+        let err = BrokerConfig::from_properties(&props(&[("num.partitions", "x")])).unwrap_err();
+        assert!(err.to_string().contains("num.partitions"), "{err}");
+        let err = BrokerConfig::from_properties(&props(&[("listeners", "SSL://h:1")])).unwrap_err();
+        assert!(err.to_string().contains("listeners"), "{err}");
+    }
+
+    #[test]
+    fn retention_precedence_is_ms_then_minutes_then_hours() {
+        let c = BrokerConfig::from_properties(&props(&[
+            ("log.retention.hours", "1"),
+            ("log.retention.minutes", "2"),
+        ]))
+        .unwrap();
+        assert_eq!(c.log_defaults.retention_ms, 120_000);
+    }
+}

@@ -1,0 +1,88 @@
+//! The broker's error types: [`BrokerError`] for failures of the broker itself, and
+//! [`ApiError`], a Kafka error code with a message, chosen at the handler boundary.
+
+use kafka_protocol::ResponseError;
+use strom_log::{LogError, ProducerStateError};
+use thiserror::Error;
+
+use crate::config::ConfigError;
+
+/// A failure of the broker (storage, configuration, corrupt metadata).
+#[derive(Debug, Error)]
+pub enum BrokerError {
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("corrupt metadata: {0}")]
+    Corrupt(String),
+}
+
+/// A Kafka error code and the message that goes with it in responses that carry one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub code: ResponseError,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(code: ResponseError, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn code(&self) -> i16 {
+        self.code.code()
+    }
+
+    pub fn unknown_topic() -> Self {
+        Self::new(
+            ResponseError::UnknownTopicOrPartition,
+            "This server does not host this topic-partition.",
+        )
+    }
+}
+
+impl From<LogError> for ApiError {
+    fn from(e: LogError) -> Self {
+        let code = match &e {
+            LogError::InvalidBatch(_) => ResponseError::CorruptMessage,
+            LogError::MessageTooLarge { .. } => ResponseError::MessageTooLarge,
+            LogError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+            LogError::ProducerState(ProducerStateError::OutOfOrderSequence { .. }) => {
+                ResponseError::OutOfOrderSequenceNumber
+            }
+            LogError::ProducerState(ProducerStateError::InvalidProducerEpoch { .. }) => {
+                ResponseError::InvalidProducerEpoch
+            }
+            LogError::Io(_) | LogError::CorruptFile { .. } => ResponseError::KafkaStorageError,
+        };
+        if matches!(code, ResponseError::KafkaStorageError) {
+            tracing::error!(error = %e, "storage error");
+        }
+        Self::new(code, e.to_string())
+    }
+}
+
+impl From<BrokerError> for ApiError {
+    fn from(e: BrokerError) -> Self {
+        match e {
+            BrokerError::Log(l) => l.into(),
+            BrokerError::Config(c) => Self::new(ResponseError::InvalidConfig, c.to_string()),
+            other => {
+                tracing::error!(error = %other, "broker error");
+                Self::new(ResponseError::KafkaStorageError, other.to_string())
+            }
+        }
+    }
+}
+
+impl From<ConfigError> for ApiError {
+    fn from(e: ConfigError) -> Self {
+        Self::new(ResponseError::InvalidConfig, e.to_string())
+    }
+}

@@ -1,0 +1,82 @@
+//! CreateTopics, with per-topic configs and `validate_only`.
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
+use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+
+use super::RequestContext;
+use crate::{topic_config, ApiError};
+
+pub fn handle(ctx: &RequestContext<'_>, req: CreateTopicsRequest) -> CreateTopicsResponse {
+    let state = ctx.state;
+    let results = req
+        .topics
+        .into_iter()
+        .map(|t| {
+            let result = CreatableTopicResult::default().with_name(t.name.clone());
+            let partitions = if t.num_partitions == -1 {
+                state.config.num_partitions
+            } else {
+                t.num_partitions
+            };
+            let configs: BTreeMap<String, String> = t
+                .configs
+                .iter()
+                .filter_map(|c| Some((c.name.to_string(), c.value.as_ref()?.to_string())))
+                .collect();
+            let outcome = if !t.assignments.is_empty() {
+                Err(ApiError::new(
+                    ResponseError::InvalidRequest,
+                    "Manual replica assignment is not supported by a single-node broker.",
+                ))
+            } else if t.replication_factor != -1 && t.replication_factor != 1 {
+                Err(ApiError::new(
+                    ResponseError::InvalidReplicationFactor,
+                    format!(
+                        "Replication factor: {} larger than available brokers: 1.",
+                        t.replication_factor
+                    ),
+                ))
+            } else {
+                state
+                    .logs
+                    .create_topic(&t.name, partitions, configs, req.validate_only)
+            };
+            match outcome {
+                Ok(topic) => {
+                    let overrides = topic.configs.read().clone();
+                    let defaults = state.logs.defaults();
+                    let configs = topic_config::TOPIC_CONFIGS
+                        .iter()
+                        .map(|(name, _)| {
+                            let value = overrides
+                                .get(*name)
+                                .cloned()
+                                .unwrap_or_else(|| topic_config::default_value(defaults, name));
+                            CreatableTopicConfigs::default()
+                                .with_name(StrBytes::from_static_str(name))
+                                .with_value(Some(StrBytes::from_string(value)))
+                                .with_config_source(if overrides.contains_key(*name) { 1 } else { 5 })
+                        })
+                        .collect();
+                    result
+                        .with_topic_id(topic.id)
+                        .with_num_partitions(partitions)
+                        .with_replication_factor(1)
+                        .with_configs(Some(configs))
+                }
+                Err(e) => result
+                    .with_error_code(e.code())
+                    .with_error_message(Some(StrBytes::from_string(e.message)))
+                    .with_num_partitions(-1)
+                    .with_replication_factor(-1),
+            }
+        })
+        .collect();
+    CreateTopicsResponse::default().with_topics(results)
+}

@@ -1,0 +1,42 @@
+//! DeleteTopics, by name (all versions) or by id (v6+).
+
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use uuid::Uuid;
+
+use super::RequestContext;
+use crate::ApiError;
+
+pub fn handle(ctx: &RequestContext<'_>, req: DeleteTopicsRequest) -> DeleteTopicsResponse {
+    let logs = &ctx.state.logs;
+    let mut targets: Vec<(Option<TopicName>, Uuid)> = req
+        .topic_names
+        .into_iter()
+        .map(|n| (Some(n), Uuid::nil()))
+        .collect();
+    targets.extend(req.topics.into_iter().map(|t| (t.name, t.topic_id)));
+    let responses = targets
+        .into_iter()
+        .map(|(name, id)| {
+            let name = name.or_else(|| {
+                logs.topic_by_id(id)
+                    .map(|t| TopicName(StrBytes::from_string(t.name.clone())))
+            });
+            let result = DeletableTopicResult::default().with_name(name.clone());
+            let outcome = match &name {
+                Some(n) => logs.delete_topic(n),
+                None => Err(ApiError::new(ResponseError::UnknownTopicId, "unknown topic id")),
+            };
+            match outcome {
+                Ok(deleted_id) => result.with_topic_id(deleted_id),
+                Err(e) => result
+                    .with_topic_id(id)
+                    .with_error_code(e.code())
+                    .with_error_message(Some(StrBytes::from_string(e.message))),
+            }
+        })
+        .collect();
+    DeleteTopicsResponse::default().with_responses(responses)
+}

@@ -1,0 +1,79 @@
+//! DescribeConfigs for topics (every topic config, with its source) and for the broker
+//! (the keys it was started with).
+
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult,
+};
+use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use super::config_resource::{unsupported_resource, RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::RequestContext;
+use crate::{topic_config, ApiError};
+
+/// Kafka's `ConfigSource` ids.
+const DYNAMIC_TOPIC_CONFIG: i8 = 1;
+const STATIC_BROKER_CONFIG: i8 = 4;
+const DEFAULT_CONFIG: i8 = 5;
+
+fn entry(name: &str, value: String, source: i8, read_only: bool) -> DescribeConfigsResourceResult {
+    DescribeConfigsResourceResult::default()
+        .with_name(StrBytes::from_string(name.to_string()))
+        .with_value(Some(StrBytes::from_string(value)))
+        .with_read_only(read_only)
+        .with_config_source(source)
+}
+
+fn topic_entries(ctx: &RequestContext<'_>, name: &str) -> Result<Vec<DescribeConfigsResourceResult>, ApiError> {
+    let topic = ctx.state.logs.topic(name).ok_or_else(ApiError::unknown_topic)?;
+    let overrides = topic.configs.read();
+    let defaults = ctx.state.logs.defaults();
+    Ok(topic_config::TOPIC_CONFIGS
+        .iter()
+        .map(|(key, kind)| {
+            let (value, source) = match overrides.get(*key) {
+                Some(v) => (v.clone(), DYNAMIC_TOPIC_CONFIG),
+                None => (topic_config::default_value(defaults, key), DEFAULT_CONFIG),
+            };
+            entry(key, value, source, false).with_config_type(*kind as i8)
+        })
+        .collect())
+}
+
+fn broker_entries(ctx: &RequestContext<'_>) -> Vec<DescribeConfigsResourceResult> {
+    ctx.state
+        .config
+        .given
+        .iter()
+        .map(|(k, v)| entry(k, v.clone(), STATIC_BROKER_CONFIG, true))
+        .collect()
+}
+
+pub fn handle(ctx: &RequestContext<'_>, req: DescribeConfigsRequest) -> DescribeConfigsResponse {
+    let results = req
+        .resources
+        .into_iter()
+        .map(|resource| {
+            let entries = match resource.resource_type {
+                RESOURCE_TOPIC => topic_entries(ctx, &resource.resource_name),
+                RESOURCE_BROKER => Ok(broker_entries(ctx)),
+                other => Err(unsupported_resource(other)),
+            };
+            let result = DescribeConfigsResult::default()
+                .with_resource_type(resource.resource_type)
+                .with_resource_name(resource.resource_name);
+            match entries {
+                Ok(mut entries) => {
+                    if let Some(keys) = &resource.configuration_keys {
+                        entries.retain(|e| keys.iter().any(|k| k.as_str() == e.name.as_str()));
+                    }
+                    result.with_configs(entries)
+                }
+                Err(e) => result
+                    .with_error_code(e.code())
+                    .with_error_message(Some(StrBytes::from_string(e.message))),
+            }
+        })
+        .collect();
+    DescribeConfigsResponse::default().with_results(results)
+}

@@ -1,0 +1,139 @@
+//! Fetch: return whole batches from each requested partition, long-polling until
+//! `min_bytes` are available or `max_wait_ms` passes.
+//!
+//! The wait is woken by appends (each partition notifies its registered fetches), never
+//! by a polling loop. Limits follow Kafka: `partition_max_bytes` per partition,
+//! `max_bytes` for the response, and the first batch returned may exceed them so that a
+//! consumer always progresses (KIP-74).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{FetchRequest, FetchResponse};
+use kafka_protocol::ResponseError;
+use tokio::sync::Notify;
+
+use super::RequestContext;
+use crate::partition::Partition;
+use crate::ApiError;
+
+/// Fetch v13+ names topics by id instead of by name.
+const TOPIC_IDS_SINCE: i16 = 13;
+
+pub async fn handle(ctx: &RequestContext<'_>, req: FetchRequest) -> FetchResponse {
+    let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
+    let waiter = Arc::new(Notify::new());
+    let partitions = resolve(ctx, &req);
+    loop {
+        for (_, _, p) in &partitions {
+            if let Ok(partition) = p {
+                partition.register_waiter(&waiter);
+            }
+        }
+        let (response, bytes, has_error) = read_all(ctx, &req, &partitions);
+        let now = Instant::now();
+        if bytes >= req.min_bytes.max(0) as usize || has_error || now >= deadline {
+            return response;
+        }
+        let _ = tokio::time::timeout(deadline - now, waiter.notified()).await;
+    }
+}
+
+type Resolved = (usize, i32, Result<Arc<Partition>, ApiError>);
+
+/// Looks up every requested partition once: (topic index in the request, partition, log).
+fn resolve(ctx: &RequestContext<'_>, req: &FetchRequest) -> Vec<Resolved> {
+    let logs = &ctx.state.logs;
+    let mut out = Vec::new();
+    for (ti, topic) in req.topics.iter().enumerate() {
+        let found = if ctx.version >= TOPIC_IDS_SINCE {
+            logs.topic_by_id(topic.topic_id)
+                .ok_or_else(|| ApiError::new(ResponseError::UnknownTopicId, "unknown topic id"))
+        } else {
+            logs.topic(&topic.topic).ok_or_else(ApiError::unknown_topic)
+        };
+        for p in &topic.partitions {
+            let partition = found
+                .clone()
+                .and_then(|t| t.partition(p.partition).ok_or_else(ApiError::unknown_topic));
+            out.push((ti, p.partition, partition));
+        }
+    }
+    out
+}
+
+/// Reads every partition once. Returns the response, the record bytes in it and whether
+/// any partition had an error (which ends the wait, as in Kafka).
+fn read_all(
+    ctx: &RequestContext<'_>,
+    req: &FetchRequest,
+    partitions: &[Resolved],
+) -> (FetchResponse, usize, bool) {
+    let mut remaining = req.max_bytes.max(0) as usize;
+    let mut total = 0usize;
+    let mut has_error = false;
+    let mut topics: Vec<FetchableTopicResponse> = req
+        .topics
+        .iter()
+        .map(|t| {
+            let r = FetchableTopicResponse::default();
+            if ctx.version >= TOPIC_IDS_SINCE {
+                r.with_topic_id(t.topic_id)
+            } else {
+                r.with_topic(t.topic.clone())
+            }
+        })
+        .collect();
+    let mut requested = req.topics.iter().flat_map(|t| t.partitions.iter());
+    for (ti, index, partition) in partitions {
+        let spec = requested.next().expect("one spec per resolved partition");
+        let data = PartitionData::default()
+            .with_partition_index(*index)
+            .with_preferred_read_replica(kafka_protocol::messages::BrokerId(-1));
+        let data = match partition {
+            Err(e) => {
+                has_error = true;
+                data.with_error_code(e.code())
+                    .with_high_watermark(-1)
+                    .with_last_stable_offset(-1)
+                    .with_log_start_offset(-1)
+                    .with_records(Some(Bytes::new()))
+            }
+            Ok(p) => {
+                let limit = (spec.partition_max_bytes.max(0) as usize).min(remaining);
+                let (read, hw, log_start) = p.with_log(|log| {
+                    (
+                        log.read(spec.fetch_offset, limit, total == 0),
+                        log.log_end_offset(),
+                        log.log_start_offset(),
+                    )
+                });
+                let data = data
+                    .with_high_watermark(hw)
+                    .with_last_stable_offset(hw)
+                    .with_log_start_offset(log_start);
+                match read {
+                    Ok(fetched) => {
+                        let n = fetched.records.len();
+                        total += n;
+                        remaining = remaining.saturating_sub(n);
+                        data.with_records(Some(fetched.records))
+                    }
+                    Err(e) => {
+                        has_error = true;
+                        data.with_error_code(ApiError::from(e).code())
+                            .with_records(Some(Bytes::new()))
+                    }
+                }
+            }
+        };
+        topics[*ti].partitions.push(data);
+    }
+    (
+        FetchResponse::default().with_responses(topics),
+        total,
+        has_error,
+    )
+}

@@ -1,0 +1,62 @@
+//! Produce: validate and append each partition's record set, then acknowledge.
+//!
+//! With a single replica, an append is committed as soon as it is written, so acks=1 and
+//! acks=all are answered at the same point; acks=0 gets no response at all.
+
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+
+use super::RequestContext;
+use crate::ApiError;
+
+pub fn handle(ctx: &RequestContext<'_>, req: ProduceRequest) -> Option<ProduceResponse> {
+    let acks = req.acks;
+    let acks_error = (!matches!(acks, -1..=1)).then(|| {
+        ApiError::new(
+            ResponseError::InvalidRequiredAcks,
+            "Produce request specified an invalid value for required acks.",
+        )
+    });
+    let logs = &ctx.state.logs;
+    let responses = req
+        .topic_data
+        .into_iter()
+        .map(|topic| {
+            let partitions = topic
+                .partition_data
+                .into_iter()
+                .map(|data| {
+                    let response = PartitionProduceResponse::default()
+                        .with_index(data.index)
+                        .with_log_append_time_ms(-1);
+                    let result = match &acks_error {
+                        Some(e) => Err(e.clone()),
+                        None => logs
+                            .partition(&topic.name, data.index)
+                            .ok_or_else(ApiError::unknown_topic)
+                            .and_then(|p| {
+                                let records = data.records.unwrap_or_default();
+                                p.append(&records).map_err(ApiError::from)
+                            }),
+                    };
+                    match result {
+                        Ok(info) => response
+                            .with_base_offset(info.base_offset)
+                            .with_log_start_offset(info.log_start_offset),
+                        Err(e) => response
+                            .with_error_code(e.code())
+                            .with_base_offset(-1)
+                            .with_log_start_offset(-1)
+                            .with_error_message(Some(StrBytes::from_string(e.message))),
+                    }
+                })
+                .collect();
+            TopicProduceResponse::default()
+                .with_name(topic.name)
+                .with_partition_responses(partitions)
+        })
+        .collect();
+    (acks != 0).then(|| ProduceResponse::default().with_responses(responses))
+}

@@ -1,0 +1,66 @@
+//! A partition hosted by this broker: its log behind a lock, and the fetch requests
+//! waiting for it to grow.
+
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
+use strom_log::{AppendInfo, LogError, PartitionLog};
+use tokio::sync::Notify;
+
+/// One topic partition and its log.
+#[derive(Debug)]
+pub struct Partition {
+    pub topic: String,
+    pub index: i32,
+    log: Mutex<PartitionLog>,
+    /// Long-polling fetches to wake on the next append. Weak, so a fetch that finished
+    /// without being woken costs nothing once it is gone; dead entries are pruned on
+    /// every registration, so the list is bounded by the fetches in flight.
+    waiters: Mutex<Vec<Weak<Notify>>>,
+}
+
+impl Partition {
+    pub fn new(topic: &str, index: i32, log: PartitionLog) -> Self {
+        Self {
+            topic: topic.to_string(),
+            index,
+            log: Mutex::new(log),
+            waiters: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Appends a producer's record set and wakes waiting fetches.
+    pub fn append(&self, records: &[u8]) -> Result<AppendInfo, LogError> {
+        let info = self.log.lock().append(records, crate::now_ms())?;
+        if info.record_count > 0 {
+            self.wake_waiters();
+        }
+        Ok(info)
+    }
+
+    fn wake_waiters(&self) {
+        let waiters = std::mem::take(&mut *self.waiters.lock());
+        for waiter in waiters.iter().filter_map(Weak::upgrade) {
+            waiter.notify_one();
+        }
+    }
+
+    /// Registers `waiter` to be notified at the next append. `Notify` keeps a permit, so
+    /// an append between this call and the wait is not missed.
+    pub fn register_waiter(&self, waiter: &Arc<Notify>) {
+        let mut waiters = self.waiters.lock();
+        waiters.retain(|w| w.strong_count() > 0);
+        waiters.push(Arc::downgrade(waiter));
+    }
+
+    /// Runs `f` with the log locked.
+    pub fn with_log<T>(&self, f: impl FnOnce(&mut PartitionLog) -> T) -> T {
+        f(&mut self.log.lock())
+    }
+
+    /// The high watermark. With one replica every appended record is committed, so it
+    /// is the log end offset.
+    pub fn high_watermark(&self) -> i64 {
+        self.log.lock().log_end_offset()
+    }
+}

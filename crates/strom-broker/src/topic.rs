@@ -1,0 +1,124 @@
+//! A topic: its id, its configs and its partitions, and the small file that persists the
+//! first two across restarts.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::partition::Partition;
+use crate::BrokerError;
+
+/// One topic hosted by the broker.
+#[derive(Debug)]
+pub struct Topic {
+    pub name: String,
+    pub id: Uuid,
+    pub configs: RwLock<BTreeMap<String, String>>,
+    pub partitions: RwLock<Vec<Arc<Partition>>>,
+}
+
+impl Topic {
+    pub fn partition(&self, index: i32) -> Option<Arc<Partition>> {
+        usize::try_from(index)
+            .ok()
+            .and_then(|i| self.partitions.read().get(i).cloned())
+    }
+
+    pub fn partition_count(&self) -> i32 {
+        self.partitions.read().len() as i32
+    }
+
+    pub fn is_internal(&self) -> bool {
+        self.name.starts_with("__")
+    }
+
+    /// What is persisted of this topic.
+    pub fn record(&self) -> TopicRecord {
+        TopicRecord {
+            id: self.id,
+            partitions: self.partition_count(),
+            configs: self.configs.read().clone(),
+        }
+    }
+}
+
+/// The persisted description of a topic, `<metadata dir>/topics/<name>.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TopicRecord {
+    pub id: Uuid,
+    pub partitions: i32,
+    pub configs: BTreeMap<String, String>,
+}
+
+impl TopicRecord {
+    /// Writes the record atomically (temp file, fsync, rename).
+    pub fn write(&self, dir: &Path, name: &str) -> Result<(), BrokerError> {
+        fs::create_dir_all(dir)?;
+        let path = dir.join(format!("{name}.json"));
+        let tmp = dir.join(format!("{name}.json.tmp"));
+        let json = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
+        fs::write(&tmp, json)?;
+        fs::File::open(&tmp)?.sync_all()?;
+        fs::rename(tmp, path)?;
+        Ok(())
+    }
+
+    /// Reads every topic record in `dir`.
+    pub fn read_all(dir: &Path) -> Result<Vec<(String, TopicRecord)>, BrokerError> {
+        let mut out = Vec::new();
+        let entries = match fs::read_dir(dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+            Err(e) => return Err(e.into()),
+        };
+        for entry in entries {
+            let path = entry?.path();
+            let Some(name) = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_suffix(".json"))
+            else {
+                continue;
+            };
+            let record = serde_json::from_slice(&fs::read(&path)?).map_err(|e| {
+                BrokerError::Corrupt(format!("{}: {e}", path.display()))
+            })?;
+            out.push((name.to_string(), record));
+        }
+        Ok(out)
+    }
+
+    pub fn delete(dir: &Path, name: &str) -> Result<(), BrokerError> {
+        fs::remove_file(dir.join(format!("{name}.json")))?;
+        Ok(())
+    }
+}
+
+/// Checks a topic name as Kafka does, returning the reason it is invalid.
+pub fn validate_topic_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("Topic name is illegal, it can't be empty".into());
+    }
+    if name == "." || name == ".." {
+        return Err("Topic name cannot be \".\" or \"..\"".into());
+    }
+    if name.len() > 249 {
+        return Err(format!(
+            "Topic name is illegal, it can't be longer than 249 characters, topic name: {name}"
+        ));
+    }
+    if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-')
+    {
+        return Err(format!(
+            "Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
+        ));
+    }
+    Ok(())
+}
