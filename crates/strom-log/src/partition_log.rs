@@ -116,6 +116,7 @@ impl PartitionLog {
     /// Rebuilds producer state from the newest snapshot plus the batch headers after it.
     fn load_producer_state(&mut self) -> Result<(), LogError> {
         let end = self.log_end_offset();
+        ProducerStateManager::delete_snapshots_above(&self.dir, end)?;
         let (mut state, from) = ProducerStateManager::load_latest_snapshot(&self.dir, end)?;
         for segment in self.segments.values() {
             if segment.next_offset() <= from {
@@ -378,6 +379,7 @@ impl PartitionLog {
             let first = *self.segments.keys().next().expect("non-empty");
             self.log_start_offset = self.log_start_offset.max(first);
             self.write_checkpoint()?;
+            ProducerStateManager::delete_snapshots_below(&self.dir, first)?;
             tracing::info!(dir = %self.dir.display(), deleted, log_start_offset = self.log_start_offset, "retention deleted segments");
         }
         Ok(deleted)

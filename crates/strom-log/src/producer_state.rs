@@ -228,12 +228,20 @@ impl ProducerStateManager {
 
     /// Deletes all snapshots except the one at `keep`.
     pub fn delete_snapshots_except(dir: &Path, keep: i64) -> Result<(), LogError> {
-        for offset in snapshot_offsets(dir)? {
-            if offset != keep {
-                fs::remove_file(dir.join(offset_file_name(offset, "snapshot")))?;
-            }
-        }
-        Ok(())
+        delete_snapshots_where(dir, |offset| offset != keep)
+    }
+
+    /// Deletes the snapshots taken below `offset` (the base of the oldest segment left
+    /// after retention), so they do not pile up one per rolled segment.
+    pub fn delete_snapshots_below(dir: &Path, offset: i64) -> Result<(), LogError> {
+        delete_snapshots_where(dir, |o| o < offset)
+    }
+
+    /// Deletes the snapshots taken above `log_end_offset`: they describe batches that
+    /// recovery truncated away, and would be loaded by mistake once the log grows past
+    /// them again.
+    pub fn delete_snapshots_above(dir: &Path, log_end_offset: i64) -> Result<(), LogError> {
+        delete_snapshots_where(dir, |offset| offset > log_end_offset)
     }
 
     fn decode_snapshot(bytes: &[u8]) -> Option<Self> {
@@ -265,6 +273,15 @@ impl ProducerStateManager {
         }
         Some(Self { producers })
     }
+}
+
+fn delete_snapshots_where(dir: &Path, delete: impl Fn(i64) -> bool) -> Result<(), LogError> {
+    for offset in snapshot_offsets(dir)? {
+        if delete(offset) {
+            fs::remove_file(dir.join(offset_file_name(offset, "snapshot")))?;
+        }
+    }
+    Ok(())
 }
 
 fn snapshot_offsets(dir: &Path) -> Result<Vec<i64>, LogError> {

@@ -45,6 +45,11 @@ fn retention_ms_deletes_expired_segments_and_raises_log_start() {
     assert_eq!(log.log_start_offset(), 24);
     assert_eq!(log.segment_count(), 7);
     assert_eq!(files_with(&dir, "log").len(), 7);
+    assert_eq!(
+        files_with(&dir, "snapshot").len(),
+        7,
+        "one per rolled segment, none below the oldest one"
+    );
     assert!(matches!(
         log.read(23, 1000, true),
         Err(LogError::OffsetOutOfRange { .. })
