@@ -9,7 +9,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "strom", version, about = "A Kafka-compatible streaming platform and its performance tools")]
+#[command(
+    name = "strom",
+    version,
+    about = "A Kafka-compatible streaming platform and its performance tools"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
