@@ -1,0 +1,158 @@
+//! Test harness: starts the real `strom` binary on 127.0.0.1 with a port chosen by the
+//! kernel, in a temporary log directory that outlives restarts, and stops it with SIGTERM
+//! or `kill -9`.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// How long a broker may take to print its ready line.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A running `strom server` child process.
+pub struct StromBroker {
+    child: Option<Child>,
+    dir: tempfile::TempDir,
+    overrides: Vec<String>,
+    port: u16,
+    stderr: Option<std::thread::JoinHandle<String>>,
+}
+
+impl StromBroker {
+    /// Starts a broker with `overrides` (`key=value`) on a fresh log directory.
+    pub fn start(overrides: &[&str]) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut broker = Self {
+            child: None,
+            dir,
+            overrides: overrides.iter().map(|s| s.to_string()).collect(),
+            port: 0,
+            stderr: None,
+        };
+        broker.spawn(0);
+        broker
+    }
+
+    /// The log directory, which survives restarts of this broker.
+    pub fn log_dir(&self) -> PathBuf {
+        self.dir.path().join("logs")
+    }
+
+    fn spawn(&mut self, port: u16) {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_strom"));
+        cmd.arg("server")
+            .arg("--override")
+            .arg(format!("listeners=PLAINTEXT://127.0.0.1:{port}"))
+            .arg("--override")
+            .arg(format!("log.dirs={}", self.log_dir().display()));
+        for o in &self.overrides {
+            cmd.arg("--override").arg(o);
+        }
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .env("RUST_LOG", "info")
+            .spawn()
+            .expect("spawn strom");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut stderr = child.stderr.take().expect("stderr");
+        self.stderr = Some(std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = stderr.read_to_string(&mut s);
+            s
+        }));
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            if let Some(Ok(line)) = lines.next() {
+                let _ = tx.send(line);
+            }
+            for _ in lines {}
+        });
+        let line = match rx.recv_timeout(START_TIMEOUT) {
+            Ok(line) => line,
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                let err = self.stderr.take().map(|h| h.join().unwrap_or_default());
+                panic!("broker did not start; stderr:\n{}", err.unwrap_or_default());
+            }
+        };
+        let addr = line
+            .rsplit(' ')
+            .next()
+            .expect("ready line ends with the address");
+        self.port = addr.rsplit(':').next().unwrap().parse().expect("port");
+        self.child = Some(child);
+    }
+
+    pub fn bootstrap(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `kill -9` the broker.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().expect("kill -9");
+            child.wait().expect("wait");
+        }
+    }
+
+    /// SIGTERM the broker and return its exit status.
+    pub fn terminate(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("broker running");
+        let status = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .expect("kill -TERM");
+        assert!(status.success());
+        child.wait().expect("wait")
+    }
+
+    /// Starts the broker again on the same log directory and the same port.
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "stop the broker before restarting it");
+        let port = self.port;
+        self.spawn(port);
+    }
+
+    /// What the broker wrote to stderr, once it has stopped.
+    pub fn stderr(&mut self) -> String {
+        self.stderr
+            .take()
+            .map(|h| h.join().unwrap_or_default())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for StromBroker {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Runs `strom server` with `args` and expects it to exit (a configuration error).
+pub fn run_server_expecting_exit(args: &[&str]) -> (ExitStatus, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_strom"))
+        .arg("server")
+        .args(args)
+        .output()
+        .expect("run strom");
+    (output.status, String::from_utf8_lossy(&output.stderr).into_owned())
+}
+
+/// Path of a file under `tests/`.
+pub fn test_file(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join(relative)
+}
