@@ -113,6 +113,9 @@ pub struct BrokerConfig {
     pub flush_scheduler_interval_ms: u64,
     /// `socket.request.max.bytes`
     pub socket_request_max_bytes: usize,
+    /// `fetch.max.bytes`: caps a fetch response whatever the client asks for, so a
+    /// client cannot make the broker buffer more.
+    pub fetch_max_bytes: usize,
     /// `group.min.session.timeout.ms`
     pub group_min_session_timeout_ms: i32,
     /// `group.max.session.timeout.ms`
@@ -181,6 +184,7 @@ impl BrokerConfig {
             retention_check_interval_ms: 300_000,
             flush_scheduler_interval_ms: i64::MAX as u64,
             socket_request_max_bytes: 104_857_600,
+            fetch_max_bytes: 57_671_680,
             group_min_session_timeout_ms: 6_000,
             group_max_session_timeout_ms: 1_800_000,
             given: props.clone(),
@@ -255,6 +259,7 @@ impl BrokerConfig {
                 "socket.request.max.bytes" => {
                     c.socket_request_max_bytes = at_least(k, parse_num(k, v)?, 1)?
                 }
+                "fetch.max.bytes" => c.fetch_max_bytes = at_least(k, parse_num(k, v)?, 1024)?,
                 "group.min.session.timeout.ms" => {
                     c.group_min_session_timeout_ms = parse_num(k, v)?
                 }

@@ -12,6 +12,9 @@ use kafka_protocol::ResponseError;
 use super::RequestContext;
 use crate::{topic_config, ApiError};
 
+/// CreateTopics responses describe the created topic's configs from v5.
+const CONFIGS_SINCE: i16 = 5;
+
 pub fn handle(ctx: &RequestContext<'_>, req: CreateTopicsRequest) -> CreateTopicsResponse {
     let state = ctx.state;
     let results = req
@@ -68,7 +71,7 @@ pub fn handle(ctx: &RequestContext<'_>, req: CreateTopicsRequest) -> CreateTopic
                         .with_topic_id(topic.id)
                         .with_num_partitions(partitions)
                         .with_replication_factor(1)
-                        .with_configs(Some(configs))
+                        .with_configs((ctx.version >= CONFIGS_SINCE).then_some(configs))
                 }
                 Err(e) => result
                     .with_error_code(e.code())

@@ -71,7 +71,7 @@ fn read_all(
     req: &FetchRequest,
     partitions: &[Resolved],
 ) -> (FetchResponse, usize, bool) {
-    let mut remaining = req.max_bytes.max(0) as usize;
+    let mut remaining = (req.max_bytes.max(0) as usize).min(ctx.state.config.fetch_max_bytes);
     let mut total = 0usize;
     let mut has_error = false;
     let mut topics: Vec<FetchableTopicResponse> = req

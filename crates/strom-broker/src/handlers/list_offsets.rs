@@ -15,6 +15,8 @@ const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
+/// ListOffsets responses carry the leader epoch from v4.
+const LEADER_EPOCH_SINCE: i16 = 4;
 
 /// (offset, timestamp) for one query; (-1, -1) when no record matches.
 fn lookup(log: &PartitionLog, timestamp: i64) -> Result<(i64, i64), LogError> {
@@ -60,7 +62,7 @@ pub fn handle(ctx: &RequestContext<'_>, req: ListOffsetsRequest) -> ListOffsetsR
                         Ok((offset, timestamp)) => response
                             .with_offset(offset)
                             .with_timestamp(timestamp)
-                            .with_leader_epoch(0),
+                            .with_leader_epoch(if ctx.version >= LEADER_EPOCH_SINCE { 0 } else { -1 }),
                         Err(e) => response
                             .with_error_code(e.code())
                             .with_offset(-1)
