@@ -55,6 +55,39 @@ pub fn f(value: f64) -> String {
     fixed(value, 6)
 }
 
+/// Java's `Double.toString` (what string concatenation prints): plain notation with at
+/// least one decimal for magnitudes in [1e-3, 1e7), computerized scientific otherwise.
+pub fn double_to_string(value: f64) -> String {
+    if value.is_nan() || value.is_infinite() {
+        return fixed(value, 0);
+    }
+    let magnitude = value.abs();
+    if value == 0.0 || (1e-3..1e7).contains(&magnitude) {
+        let plain = format!("{value}");
+        return if plain.contains('.') {
+            plain
+        } else {
+            plain + ".0"
+        };
+    }
+    let (digits, point) = shortest_digits(magnitude);
+    let mut out = String::new();
+    if value < 0.0 {
+        out.push('-');
+    }
+    out.push((b'0' + digits[0]) as char);
+    out.push('.');
+    if digits.len() == 1 {
+        out.push('0');
+    } else {
+        digits[1..]
+            .iter()
+            .for_each(|d| out.push((b'0' + d) as char));
+    }
+    out.push_str(&format!("E{}", point - 1));
+    out
+}
+
 /// The shortest decimal digits of a non-negative finite `value`, and the position of the
 /// decimal point counted from the left of those digits (`1.005` gives `[1,0,0,5]`, 1).
 fn shortest_digits(value: f64) -> (Vec<u8>, i64) {
@@ -114,6 +147,16 @@ mod tests {
     fn f_has_six_decimals() {
         assert_eq!(f(199.97333688874083), "199.973337");
         assert_eq!(f(100000.0), "100000.000000");
+    }
+
+    #[test]
+    fn double_to_string_like_java() {
+        assert_eq!(double_to_string(12.0), "12.0");
+        assert_eq!(double_to_string(0.5), "0.5");
+        assert_eq!(double_to_string(1.234567), "1.234567");
+        assert_eq!(double_to_string(0.0001), "1.0E-4");
+        assert_eq!(double_to_string(1.5e7), "1.5E7");
+        assert_eq!(double_to_string(0.0), "0.0");
     }
 
     #[test]

@@ -1,8 +1,9 @@
-//! Java's `java.util.SplittableRandom`, so payloads match Kafka's byte for byte.
+//! Java's random generators, so payloads match Kafka's byte for byte.
 //!
 //! Kafka's producer perf test fills each record with `(byte)(random.nextInt(26) + 65)` from
-//! `new SplittableRandom(0)`, and picks `--payload-file` entries with `nextInt(size)`. Using the
-//! same generator gives the same payloads, hence the same compression ratios.
+//! `new SplittableRandom(0)` and picks `--payload-file` entries with `nextInt(size)`;
+//! EndToEndLatency fills each message with one letter from `new java.util.Random(0)`. Using
+//! the same generators gives the same payloads, hence the same compression ratios.
 
 const GOLDEN_GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
 
@@ -53,6 +54,44 @@ impl SplittableRandom {
     }
 }
 
+/// Java's `java.util.Random`, a 48-bit linear congruential generator.
+#[derive(Debug, Clone)]
+pub struct Random {
+    seed: u64,
+}
+
+const MULTIPLIER: u64 = 0x5_DEEC_E66D;
+const MASK_48: u64 = (1 << 48) - 1;
+
+impl Random {
+    /// Java's `new Random(seed)`, which scrambles the seed.
+    pub fn new(seed: u64) -> Self {
+        Self {
+            seed: (seed ^ MULTIPLIER) & MASK_48,
+        }
+    }
+
+    fn next(&mut self, bits: u32) -> i32 {
+        self.seed = (self.seed.wrapping_mul(MULTIPLIER).wrapping_add(0xB)) & MASK_48;
+        (self.seed >> (48 - bits)) as i32
+    }
+
+    /// Java's `nextInt(bound)` for `bound > 0`.
+    pub fn next_int(&mut self, bound: i32) -> i32 {
+        assert!(bound > 0, "bound must be positive");
+        if bound & (bound - 1) == 0 {
+            return ((i64::from(bound) * i64::from(self.next(31))) >> 31) as i32;
+        }
+        loop {
+            let bits = self.next(31);
+            let value = bits % bound;
+            if bits.wrapping_sub(value).wrapping_add(bound - 1) >= 0 {
+                return value;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -66,6 +105,15 @@ mod tests {
             assert!(x.is_ascii_uppercase());
             assert_eq!(x, b.next_letter());
         }
+    }
+
+    #[test]
+    fn java_util_random_matches_known_values() {
+        // The widely quoted first `nextInt()` of `new Random(0)` and `new Random(42)`.
+        assert_eq!(Random::new(0).next(32), -1_155_484_576);
+        assert_eq!(Random::new(42).next(32), -1_170_105_035);
+        let mut r = Random::new(0);
+        assert!((0..1000).all(|_| (0..26).contains(&r.next_int(26))));
     }
 
     #[test]

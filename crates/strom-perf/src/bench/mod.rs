@@ -1,3 +1,273 @@
-pub fn main(_args: Vec<String>) -> std::process::ExitCode {
-    std::process::ExitCode::FAILURE
+//! `strom bench`: the seed experiments (reports 000 and 002) in one command, strom's
+//! figures printed beside the published ones, with JSON and HTML reports.
+
+pub mod args;
+pub mod seeds;
+pub mod table;
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+
+use crate::cluster::Cluster;
+use crate::consumer_perf_test::{self, args::ConsumerArgs, run::ConsumerResult};
+use crate::date_format::DateFormat;
+use crate::histogram::LatencySummary;
+use crate::producer_perf_test::{
+    self,
+    args::{PayloadSource, ProducerArgs},
+    run::ProducerResult,
+};
+use crate::report::{ComparisonRow, Report};
+use crate::topics;
+use args::{BenchArgs, Outcome};
+use seeds::ProducerFigures;
+use table::thousands;
+
+pub fn main(argv: Vec<String>) -> ExitCode {
+    let args = match args::parse(&argv) {
+        Ok(args) => args,
+        Err(Outcome::Help) => {
+            print!("{}", args::HELP);
+            return ExitCode::SUCCESS;
+        }
+        Err(Outcome::Error(message)) => {
+            eprintln!("strom bench: {message}");
+            eprint!("{}", args::HELP);
+            return ExitCode::FAILURE;
+        }
+    };
+    match run(&args, &argv) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("strom bench: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs every experiment, prints the table and writes both reports.
+pub fn run(args: &BenchArgs, argv: &[String]) -> Result<()> {
+    let started = Instant::now();
+    let cluster = Cluster::connect(args.bootstrap_server.as_deref())?;
+    let bootstrap = cluster.bootstrap().to_string();
+    let prefix = format!("strom-bench-{}", std::process::id());
+    let mut report = Report::new("bench", argv);
+    let n = args.records;
+
+    let topic_default = format!("{prefix}-default");
+    let topic_tuned = format!("{prefix}-tuned");
+    let topic_latency = format!("{prefix}-latency");
+    let topic_consume = format!("{prefix}-consume");
+    for (topic, partitions) in [
+        (&topic_default, 6),
+        (&topic_tuned, 6),
+        (&topic_latency, 2),
+        (&topic_consume, 2),
+    ] {
+        topics::create_topic(&bootstrap, topic, partitions, 1)?;
+    }
+
+    let tuned_props = seeds::TUNED_PROPERTIES
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let experiments = [
+        (
+            "002 default settings",
+            producer_args(&topic_default, n, 100, -1.0, Vec::new()),
+            seeds::DEFAULT_PRODUCER,
+        ),
+        (
+            "002 tuned settings",
+            producer_args(&topic_tuned, n, 100, -1.0, tuned_props),
+            seeds::TUNED_PRODUCER,
+        ),
+        (
+            "000 throttled 100k/s",
+            producer_args(&topic_latency, n / 2, 10, 100_000.0, Vec::new()),
+            seeds::THROTTLED_PRODUCER,
+        ),
+    ];
+    for (name, producer, seed) in &experiments {
+        eprintln!(
+            "strom bench: producer, {name} ({} records)...",
+            producer.num_records
+        );
+        let result = producer_perf_test::run::run(producer, &bootstrap, Box::new(std::io::sink()))
+            .with_context(|| format!("producer run {name}"))?;
+        report.comparison.extend(producer_rows(name, &result, seed));
+        report.runs.push(producer_perf_test::run_report(
+            &format!("producer, {name}"),
+            producer,
+            &result,
+        ));
+    }
+
+    eprintln!("strom bench: loading {n} records of 10 bytes for the consumer runs...");
+    let fill = producer_args(&topic_consume, n, 10, -1.0, Vec::new());
+    let fill_result = producer_perf_test::run::run(&fill, &bootstrap, Box::new(std::io::sink()))?;
+    report.runs.push(producer_perf_test::run_report(
+        "producer, load for consumer runs",
+        &fill,
+        &fill_result,
+    ));
+    for (fetch_size, seed_msgs, seed_mb) in seeds::CONSUMER {
+        eprintln!("strom bench: consumer, fetch size {fetch_size}...");
+        let consumer = consumer_args(
+            &topic_consume,
+            n,
+            fetch_size,
+            &format!("{prefix}-group-{fetch_size}"),
+        )?;
+        let result = consumer_perf_test::run::run(&consumer, &bootstrap, &mut std::io::sink())
+            .with_context(|| format!("consumer run with fetch size {fetch_size}"))?;
+        report
+            .comparison
+            .extend(consumer_rows(fetch_size, &result, seed_msgs, seed_mb));
+        report.runs.push(consumer_perf_test::run_report(
+            &format!("consumer, fetch size {fetch_size}"),
+            &consumer,
+            &result,
+        ));
+    }
+    drop(cluster);
+
+    println!("{}", table::render(&report.comparison));
+    println!(
+        "\nstrom: {} records per run against {}; {:.1} s in all. Seed figures: shared/seeds/README.md.",
+        n,
+        args.bootstrap_server.as_deref().unwrap_or("an embedded strom broker"),
+        started.elapsed().as_secs_f64()
+    );
+    report.write(Some(&args.json), Some(&args.html))?;
+    println!("Reports: {} and {}", args.json, args.html);
+    Ok(())
+}
+
+fn producer_args(
+    topic: &str,
+    records: u64,
+    size: usize,
+    throughput: f64,
+    properties: Vec<(String, String)>,
+) -> ProducerArgs {
+    ProducerArgs {
+        topic: topic.to_string(),
+        num_records: records.max(1),
+        payload: PayloadSource::RecordSize(size),
+        throughput,
+        properties,
+        bootstrap_server: None,
+        print_metrics: false,
+        transactional_id: None,
+        transaction_duration_ms: None,
+        warmup_records: 0,
+        reporting_interval_ms: 5000,
+        key_range: None,
+        json: None,
+        html: None,
+    }
+}
+
+fn consumer_args(topic: &str, records: u64, fetch_size: u64, group: &str) -> Result<ConsumerArgs> {
+    let pattern = "yyyy-MM-dd HH:mm:ss:SSS";
+    Ok(ConsumerArgs {
+        bootstrap_server: None,
+        topic: topic.to_string(),
+        num_messages: records,
+        group: Some(group.to_string()),
+        fetch_size,
+        socket_buffer_size: 2 * 1024 * 1024,
+        from_latest: false,
+        properties: Vec::new(),
+        print_metrics: false,
+        show_detailed_stats: false,
+        timeout_ms: 10_000,
+        reporting_interval_ms: 5000,
+        date_format: DateFormat::new(pattern)?,
+        date_pattern: pattern.to_string(),
+        hide_header: true,
+        threads: 1,
+        json: None,
+        html: None,
+    })
+}
+
+fn row(experiment: &str, metric: &str, strom: String, seed: Option<String>) -> ComparisonRow {
+    ComparisonRow {
+        experiment: experiment.to_string(),
+        metric: metric.to_string(),
+        strom,
+        seed: seed.unwrap_or_else(|| "-".to_string()),
+    }
+}
+
+fn producer_rows(
+    name: &str,
+    result: &ProducerResult,
+    seed: &ProducerFigures,
+) -> Vec<ComparisonRow> {
+    let t = &result.totals;
+    let [p50, p95, p99, p999] = t.percentiles;
+    let ms = |v: u32| format!("{v} ms");
+    let hdr: LatencySummary = result.histogram.summary();
+    let us = |v: u64| format!("{:.2} ms", v as f64 / 1000.0);
+    vec![
+        row(
+            name,
+            "records/s",
+            thousands(t.records_per_sec()),
+            seed.records_per_sec.map(thousands),
+        ),
+        row(
+            name,
+            "MB/s (MiB)",
+            format!("{:.2}", t.mib_per_sec()),
+            seed.mb_per_sec.map(|v| format!("{v:.2}")),
+        ),
+        row(
+            name,
+            "avg latency",
+            format!("{:.2} ms", t.avg_latency_ms()),
+            seed.avg_ms.map(|v| format!("{v:.2} ms")),
+        ),
+        row(name, "p50", ms(p50), seed.p50_ms.map(ms)),
+        row(name, "p95", ms(p95), seed.p95_ms.map(ms)),
+        row(name, "p99", ms(p99), seed.p99_ms.map(ms)),
+        row(name, "p99.9", ms(p999), seed.p999_ms.map(ms)),
+        row(
+            name,
+            "max",
+            format!("{} ms", t.max_latency_ms),
+            seed.max_ms.map(ms),
+        ),
+        row(name, "p99.99 (HdrHistogram)", us(hdr.p9999_us), None),
+    ]
+}
+
+fn consumer_rows(
+    fetch_size: u64,
+    result: &ConsumerResult,
+    seed_msgs: f64,
+    seed_mb: Option<f64>,
+) -> Vec<ComparisonRow> {
+    let s = &result.summary;
+    let name = format!("000 consumer fetch {fetch_size}");
+    vec![
+        row(
+            &name,
+            "msg/s",
+            thousands(s.messages as f64 / s.elapsed_sec()),
+            Some(thousands(seed_msgs)),
+        ),
+        row(
+            &name,
+            "MB/s (MiB)",
+            format!("{:.2}", s.mib() / s.elapsed_sec()),
+            seed_mb.map(|v| format!("{v:.2}")),
+        ),
+        row(&name, "records", s.messages.to_string(), None),
+    ]
 }

@@ -66,32 +66,10 @@ fn run_and_report(args: &ProducerArgs, argv: &[String]) -> anyhow::Result<()> {
 
 /// The report entry for one producer run.
 pub fn run_report(name: &str, args: &ProducerArgs, result: &ProducerResult) -> RunReport {
-    let t = &result.totals;
-    let mut kafka = json!({
-        "records_sent": t.count,
-        "records_per_sec": t.records_per_sec(),
-        "mb_per_sec": t.mib_per_sec(),
-        "avg_latency_ms": t.avg_latency_ms(),
-        "max_latency_ms": t.max_latency_ms,
-        "p50_ms": t.percentiles[0],
-        "p95_ms": t.percentiles[1],
-        "p99_ms": t.percentiles[2],
-        "p999_ms": t.percentiles[3],
-        "elapsed_ms": t.elapsed_ms,
-        "failed_records": result.failures,
-    });
-    if let Some(s) = &result.steady {
-        kafka["steady_state"] = json!({
-            "records_sent": s.count,
-            "records_per_sec": s.records_per_sec(),
-            "mb_per_sec": s.mib_per_sec(),
-            "avg_latency_ms": s.avg_latency_ms(),
-            "max_latency_ms": s.max_latency_ms,
-            "p50_ms": s.percentiles[0],
-            "p95_ms": s.percentiles[1],
-            "p99_ms": s.percentiles[2],
-            "p999_ms": s.percentiles[3],
-        });
+    let mut kafka = totals_json(&result.totals);
+    kafka["failed_records"] = json!(result.failures);
+    if let Some(steady) = &result.steady {
+        kafka["steady_state"] = totals_json(steady);
     }
     let payload = match &args.payload {
         args::PayloadSource::RecordSize(size) => json!({"record_size": size}),
@@ -116,4 +94,20 @@ pub fn run_report(name: &str, args: &ProducerArgs, result: &ProducerResult) -> R
         series: result.series.clone(),
     }
     .with_histogram(&result.histogram)
+}
+
+/// Kafka's final-line figures under their names, plus the elapsed time they derive from.
+fn totals_json(t: &stats::Totals) -> serde_json::Value {
+    json!({
+        "records_sent": t.count,
+        "records_per_sec": t.records_per_sec(),
+        "mb_per_sec": t.mib_per_sec(),
+        "avg_latency_ms": t.avg_latency_ms(),
+        "max_latency_ms": t.max_latency_ms,
+        "p50_ms": t.percentiles[0],
+        "p95_ms": t.percentiles[1],
+        "p99_ms": t.percentiles[2],
+        "p999_ms": t.percentiles[3],
+        "elapsed_ms": t.elapsed_ms,
+    })
 }

@@ -13,7 +13,7 @@ use anyhow::{bail, Context, Result};
 use regex::Regex;
 
 use super::args::{KeyDistribution, PayloadSource};
-use crate::splittable_random::SplittableRandom;
+use crate::java_random::SplittableRandom;
 
 const POOL_BYTES: u64 = 16 << 20;
 

@@ -1,0 +1,320 @@
+//! The consume loop, Kafka's `ConsumerPerformance.consume`, run by `--threads` consumers of
+//! one group whose figures are summed.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use parking_lot::Mutex;
+use rdkafka::client::ClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
+use rdkafka::message::{Message, Timestamp};
+
+use super::args::ConsumerArgs;
+use super::output::{self, Progress, Summary};
+use crate::histogram::LatencyHistogram;
+use crate::metrics;
+use crate::progress;
+use crate::property_map::{self, Mapped, Role};
+use crate::series::{SeriesPoint, ThroughputSeries};
+
+/// Kafka's `poll(Duration.ofMillis(100))`.
+const POLL_TIMEOUT: Duration = Duration::from_millis(100);
+/// Kafka's default `max.poll.records`: its loop re-reads the clock once per poll batch.
+const BATCH: u64 = 500;
+
+/// What a run measured, summed over the consumers.
+pub struct ConsumerResult {
+    pub summary: Summary,
+    pub timed_out: bool,
+    pub histogram: LatencyHistogram,
+    pub series: Vec<SeriesPoint>,
+    pub settings: Vec<(String, String)>,
+}
+
+/// Wall-clock milliseconds, as `System.currentTimeMillis()`.
+pub fn wall_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Times group joins as Kafka's listener does: from start or revocation to assignment.
+struct JoinTimer {
+    join_start_ms: AtomicU64,
+    total_ms: AtomicU64,
+    stats: Mutex<Option<Vec<u8>>>,
+}
+
+impl ClientContext for JoinTimer {
+    fn stats_raw(&self, statistics: &[u8]) {
+        *self.stats.lock() = Some(statistics.to_vec());
+    }
+}
+
+impl ConsumerContext for JoinTimer {
+    fn pre_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Revoke(_) = rebalance {
+            self.join_start_ms
+                .store(wall_ms() as u64, Ordering::Relaxed);
+        }
+    }
+
+    fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Assign(_) = rebalance {
+            let took =
+                (wall_ms() as u64).saturating_sub(self.join_start_ms.load(Ordering::Relaxed));
+            self.total_ms.fetch_add(took, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Counters shared by the consumers of one run.
+struct Shared {
+    messages: AtomicU64,
+    bytes: AtomicU64,
+    target: u64,
+    stop: AtomicBool,
+}
+
+/// The librdkafka configuration: user properties, then Kafka's forced settings on top.
+pub fn consumer_config(args: &ConsumerArgs, bootstrap: &str, group: &str) -> Result<Mapped> {
+    let mut mapped = property_map::map(&args.properties, Role::Consumer)?;
+    mapped.set("bootstrap.servers", bootstrap);
+    mapped.set("group.id", group);
+    mapped.set(
+        "socket.receive.buffer.bytes",
+        &args.socket_buffer_size.to_string(),
+    );
+    mapped.set("max.partition.fetch.bytes", &args.fetch_size.to_string());
+    mapped.set(
+        "auto.offset.reset",
+        if args.from_latest {
+            "latest"
+        } else {
+            "earliest"
+        },
+    );
+    mapped.set("check.crcs", "false");
+    mapped.set_default("client.id", "perf-consumer-client");
+    if args.print_metrics {
+        mapped.set_default("statistics.interval.ms", "1000");
+    }
+    Ok(mapped)
+}
+
+pub fn run(
+    args: &ConsumerArgs,
+    bootstrap: &str,
+    out: &mut (dyn Write + Send),
+) -> Result<ConsumerResult> {
+    let group = args
+        .group
+        .clone()
+        .unwrap_or_else(|| format!("perf-consumer-{}", std::process::id() % 100_000));
+    let mapped = consumer_config(args, bootstrap, &group)?;
+    mapped.print_warnings();
+    if !args.hide_header {
+        writeln!(out, "{}", output::header(args.show_detailed_stats))?;
+    }
+    let shared = Shared {
+        messages: AtomicU64::new(0),
+        bytes: AtomicU64::new(0),
+        target: args.num_messages,
+        stop: AtomicBool::new(false),
+    };
+    let progress = progress::Progress::start("consuming", args.num_messages);
+    let counter = progress.counter();
+    let out = Mutex::new(out);
+    let start = Instant::now();
+    let start_ms = wall_ms();
+    let outcomes: Vec<Result<ConsumerOutcome>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..args.threads)
+            .map(|thread| {
+                let (shared, mapped, out, counter) = (&shared, &mapped, &out, Arc::clone(&counter));
+                scope.spawn(move || {
+                    consume(thread, args, mapped, shared, start, start_ms, out, counter)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("consumer thread panicked"))
+            .collect()
+    });
+    let end_ms = wall_ms();
+    let end = Instant::now();
+    progress.finish();
+    let mut histogram = LatencyHistogram::new();
+    let mut series = ThroughputSeries::new(start);
+    let mut join_time_ms = 0;
+    let mut last_stats = None;
+    for outcome in outcomes {
+        let outcome = outcome?;
+        histogram.add(&outcome.histogram);
+        series.merge(&outcome.series);
+        join_time_ms = join_time_ms.max(outcome.join_time_ms);
+        last_stats = last_stats.or(outcome.stats);
+    }
+    let out = out.into_inner();
+    let timed_out = shared.messages.load(Ordering::Relaxed) < shared.target;
+    if timed_out {
+        writeln!(out, "{}", output::timeout_warning(args.timeout_ms))?;
+    }
+    let summary = Summary {
+        start_ms,
+        end_ms,
+        bytes: shared.bytes.load(Ordering::Relaxed),
+        messages: shared.messages.load(Ordering::Relaxed),
+        join_time_ms,
+    };
+    if !args.show_detailed_stats {
+        writeln!(
+            out,
+            "{}",
+            output::summary_row(&summary, |ms| args.date_format.format_millis(ms))
+        )?;
+    }
+    if args.print_metrics {
+        let client_id = mapped.get("client.id").unwrap_or("perf-consumer-client");
+        for line in metrics::lines(
+            last_stats.as_deref(),
+            "consumer-fetch-manager-metrics",
+            client_id,
+        ) {
+            writeln!(out, "{line}")?;
+        }
+    }
+    Ok(ConsumerResult {
+        summary,
+        timed_out,
+        histogram,
+        series: series.points(end),
+        settings: mapped.settings.clone(),
+    })
+}
+
+struct ConsumerOutcome {
+    histogram: LatencyHistogram,
+    series: ThroughputSeries,
+    join_time_ms: u64,
+    stats: Option<Vec<u8>>,
+}
+
+/// One consumer's loop, until the group has read the target or this consumer saw no record
+/// for `--timeout` ms. Thread 0 also prints `--show-detailed-stats` rows from the shared
+/// totals, so rows describe the whole group as Kafka's (single consumer) rows do.
+#[allow(clippy::too_many_arguments)]
+fn consume(
+    thread: usize,
+    args: &ConsumerArgs,
+    mapped: &Mapped,
+    shared: &Shared,
+    start: Instant,
+    start_ms: i64,
+    out: &Mutex<&mut (dyn Write + Send)>,
+    counter: Arc<AtomicU64>,
+) -> Result<ConsumerOutcome> {
+    let mut config = ClientConfig::new();
+    mapped.settings.iter().for_each(|(k, v)| {
+        config.set(k, v);
+    });
+    let timer = JoinTimer {
+        join_start_ms: AtomicU64::new(wall_ms() as u64),
+        total_ms: AtomicU64::new(0),
+        stats: Mutex::new(None),
+    };
+    let consumer: BaseConsumer<JoinTimer> = config
+        .create_with_context(timer)
+        .context("cannot create the consumer")?;
+    consumer
+        .subscribe(&[&args.topic])
+        .context("subscribe failed")?;
+
+    let mut histogram = LatencyHistogram::new();
+    let mut series = ThroughputSeries::new(start);
+    let mut now_ms = wall_ms();
+    let mut last_consumed_ms = now_ms;
+    let mut last_report_ms = start_ms;
+    let (mut last_messages, mut last_bytes) = (0u64, 0u64);
+    let mut first_row = true;
+    let mut in_batch = 0u64;
+    while !shared.stop.load(Ordering::Relaxed)
+        && (now_ms - last_consumed_ms) as u64 <= args.timeout_ms
+    {
+        let timeout = if in_batch == 0 {
+            POLL_TIMEOUT
+        } else {
+            Duration::ZERO
+        };
+        let Some(polled) = consumer.poll(timeout) else {
+            now_ms = wall_ms();
+            in_batch = 0;
+            continue;
+        };
+        let message = match polled {
+            Ok(message) => message,
+            Err(e) => {
+                eprintln!("WARNING: consumer error: {e}");
+                now_ms = wall_ms();
+                continue;
+            }
+        };
+        if in_batch == 0 || in_batch >= BATCH {
+            now_ms = wall_ms();
+            last_consumed_ms = now_ms;
+            in_batch = 0;
+        }
+        in_batch += 1;
+        let size = (message.key_len() + message.payload_len()) as u64;
+        let messages = shared.messages.fetch_add(1, Ordering::Relaxed) + 1;
+        let bytes = shared.bytes.fetch_add(size, Ordering::Relaxed) + size;
+        counter.fetch_add(1, Ordering::Relaxed);
+        let arrived = Instant::now();
+        series.record(arrived, 1, size);
+        if let Timestamp::CreateTime(ts) | Timestamp::LogAppendTime(ts) = message.timestamp() {
+            histogram.record((now_ms - ts).max(0) as u64 * 1000);
+        }
+        if messages >= shared.target {
+            shared.stop.store(true, Ordering::Relaxed);
+        }
+        if thread == 0 && now_ms - last_report_ms >= args.reporting_interval_ms as i64 {
+            if args.show_detailed_stats {
+                // Kafka's quirk: only the first row carries the join time, later rows 0.
+                let join = if first_row {
+                    consumer.context().total_ms.load(Ordering::Relaxed)
+                } else {
+                    0
+                };
+                let row = output::progress_row(
+                    &Progress {
+                        bytes,
+                        last_bytes,
+                        messages,
+                        last_messages,
+                        start_ms: last_report_ms,
+                        end_ms: now_ms,
+                        join_time_ms: join,
+                    },
+                    |ms| args.date_format.format_millis(ms),
+                );
+                let _ = writeln!(out.lock(), "{row}");
+            }
+            first_row = false;
+            last_report_ms = now_ms;
+            last_messages = messages;
+            last_bytes = bytes;
+        }
+    }
+    let join_time_ms = consumer.context().total_ms.load(Ordering::Relaxed);
+    let stats = consumer.context().stats.lock().clone();
+    Ok(ConsumerOutcome {
+        histogram,
+        series,
+        join_time_ms,
+        stats,
+    })
+}
