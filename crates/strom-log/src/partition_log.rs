@@ -234,8 +234,11 @@ impl PartitionLog {
             return Ok(());
         }
         let base = self.log_end_offset();
-        self.active().flush()?;
+        // Everything before the new segment is fsynced now, so after a crash only the new
+        // active segment needs recovery (Kafka flushes on roll for the same reason).
+        self.flush(now_ms)?;
         self.producer_state.write_snapshot(&self.dir, base)?;
+        ProducerStateManager::delete_snapshots_below(&self.dir, base)?;
         self.segments
             .insert(base, Segment::create(&self.dir, base, &self.config)?);
         tracing::debug!(dir = %self.dir.display(), base, "rolled segment");
