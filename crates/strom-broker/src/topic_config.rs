@@ -95,6 +95,23 @@ pub fn validate(key: &str, value: &str) -> Result<String, ConfigError> {
     }
 }
 
+/// The broker config that sets the default of a topic config (Kafka's synonym).
+pub fn broker_synonym(key: &str) -> Option<&'static str> {
+    Some(match key {
+        "cleanup.policy" => "log.cleanup.policy",
+        "flush.messages" => "log.flush.interval.messages",
+        "flush.ms" => "log.flush.interval.ms",
+        "index.interval.bytes" => "log.index.interval.bytes",
+        "max.message.bytes" => "message.max.bytes",
+        "retention.bytes" => "log.retention.bytes",
+        "retention.ms" => "log.retention.ms",
+        "segment.bytes" => "log.segment.bytes",
+        "segment.index.bytes" => "log.index.size.max.bytes",
+        "segment.ms" => "log.roll.ms",
+        _ => return None,
+    })
+}
+
 /// The value a topic gets for `key` when it has no override.
 pub fn default_value(defaults: &LogConfig, key: &str) -> String {
     match key {

@@ -6,11 +6,51 @@ use std::collections::BTreeMap;
 use kafka_protocol::ResponseError;
 
 use super::RequestContext;
-use crate::{topic_config, ApiError};
+use crate::topic::Topic;
+use crate::topic_config::ConfigType;
+use crate::{topic_config, ApiError, BrokerState};
 
 /// Kafka's `ConfigResource.Type` ids.
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
+
+/// Kafka's `ConfigSource` ids.
+pub const DYNAMIC_TOPIC_CONFIG: i8 = 1;
+pub const STATIC_BROKER_CONFIG: i8 = 4;
+pub const DEFAULT_CONFIG: i8 = 5;
+
+/// One topic config as DescribeConfigs and CreateTopics report it.
+pub struct ConfigValue {
+    pub name: &'static str,
+    pub value: String,
+    pub source: i8,
+    pub config_type: ConfigType,
+}
+
+/// Every config of `topic` with its effective value and where that value comes from:
+/// the topic's override, the broker's `server.properties`, or the built-in default.
+pub fn topic_configs(state: &BrokerState, topic: &Topic) -> Vec<ConfigValue> {
+    let overrides = topic.configs.read();
+    let defaults = state.logs.defaults();
+    topic_config::TOPIC_CONFIGS
+        .iter()
+        .map(|(name, config_type)| {
+            let from_broker = topic_config::broker_synonym(name)
+                .is_some_and(|b| state.config.given.contains_key(b));
+            let (value, source) = match overrides.get(*name) {
+                Some(v) => (v.clone(), DYNAMIC_TOPIC_CONFIG),
+                None if from_broker => (topic_config::default_value(defaults, name), STATIC_BROKER_CONFIG),
+                None => (topic_config::default_value(defaults, name), DEFAULT_CONFIG),
+            };
+            ConfigValue {
+                name,
+                value,
+                source,
+                config_type: *config_type,
+            }
+        })
+        .collect()
+}
 
 /// Validates `configs` and, unless `validate_only`, makes them the topic's overrides.
 pub fn replace_topic_configs(

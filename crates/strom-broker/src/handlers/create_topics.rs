@@ -10,7 +10,8 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::RequestContext;
-use crate::{topic_config, ApiError};
+use super::config_resource::topic_configs;
+use crate::ApiError;
 
 /// CreateTopics responses describe the created topic's configs from v5.
 const CONFIGS_SINCE: i16 = 5;
@@ -52,19 +53,13 @@ pub fn handle(ctx: &RequestContext<'_>, req: CreateTopicsRequest) -> CreateTopic
             };
             match outcome {
                 Ok(topic) => {
-                    let overrides = topic.configs.read().clone();
-                    let defaults = state.logs.defaults();
-                    let configs = topic_config::TOPIC_CONFIGS
-                        .iter()
-                        .map(|(name, _)| {
-                            let value = overrides
-                                .get(*name)
-                                .cloned()
-                                .unwrap_or_else(|| topic_config::default_value(defaults, name));
+                    let configs = topic_configs(state, &topic)
+                        .into_iter()
+                        .map(|c| {
                             CreatableTopicConfigs::default()
-                                .with_name(StrBytes::from_static_str(name))
-                                .with_value(Some(StrBytes::from_string(value)))
-                                .with_config_source(if overrides.contains_key(*name) { 1 } else { 5 })
+                                .with_name(StrBytes::from_static_str(c.name))
+                                .with_value(Some(StrBytes::from_string(c.value)))
+                                .with_config_source(c.source)
                         })
                         .collect();
                     result

@@ -7,14 +7,11 @@ use kafka_protocol::messages::describe_configs_response::{
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use kafka_protocol::protocol::StrBytes;
 
-use super::config_resource::{unsupported_resource, RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::config_resource::{
+    topic_configs, unsupported_resource, RESOURCE_BROKER, RESOURCE_TOPIC, STATIC_BROKER_CONFIG,
+};
 use super::RequestContext;
-use crate::{topic_config, ApiError};
-
-/// Kafka's `ConfigSource` ids.
-const DYNAMIC_TOPIC_CONFIG: i8 = 1;
-const STATIC_BROKER_CONFIG: i8 = 4;
-const DEFAULT_CONFIG: i8 = 5;
+use crate::ApiError;
 
 fn entry(name: &str, value: String, source: i8, read_only: bool) -> DescribeConfigsResourceResult {
     DescribeConfigsResourceResult::default()
@@ -24,19 +21,14 @@ fn entry(name: &str, value: String, source: i8, read_only: bool) -> DescribeConf
         .with_config_source(source)
 }
 
-fn topic_entries(ctx: &RequestContext<'_>, name: &str) -> Result<Vec<DescribeConfigsResourceResult>, ApiError> {
+fn topic_entries(
+    ctx: &RequestContext<'_>,
+    name: &str,
+) -> Result<Vec<DescribeConfigsResourceResult>, ApiError> {
     let topic = ctx.state.logs.topic(name).ok_or_else(ApiError::unknown_topic)?;
-    let overrides = topic.configs.read();
-    let defaults = ctx.state.logs.defaults();
-    Ok(topic_config::TOPIC_CONFIGS
-        .iter()
-        .map(|(key, kind)| {
-            let (value, source) = match overrides.get(*key) {
-                Some(v) => (v.clone(), DYNAMIC_TOPIC_CONFIG),
-                None => (topic_config::default_value(defaults, key), DEFAULT_CONFIG),
-            };
-            entry(key, value, source, false).with_config_type(*kind as i8)
-        })
+    Ok(topic_configs(ctx.state, &topic)
+        .into_iter()
+        .map(|c| entry(c.name, c.value, c.source, false).with_config_type(c.config_type as i8))
         .collect())
 }
 
