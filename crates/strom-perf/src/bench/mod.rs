@@ -95,8 +95,13 @@ pub fn run(args: &BenchArgs, argv: &[String]) -> Result<()> {
             "strom bench: producer, {name} ({} records)...",
             producer.num_records
         );
-        let result = producer_perf_test::run::run(producer, &bootstrap, Box::new(std::io::sink()))
-            .with_context(|| format!("producer run {name}"))?;
+        let result = match producer_perf_test::run::run(producer, &bootstrap, Box::new(std::io::sink())) {
+            Ok(result) => result,
+            Err(e) => {
+                report.comparison.push(failed(name, &e));
+                continue;
+            }
+        };
         report.comparison.extend(producer_rows(name, &result, seed));
         report.runs.push(producer_perf_test::run_report(
             &format!("producer, {name}"),
@@ -107,7 +112,8 @@ pub fn run(args: &BenchArgs, argv: &[String]) -> Result<()> {
 
     eprintln!("strom bench: loading {n} records of 10 bytes for the consumer runs...");
     let fill = producer_args(&topic_consume, n, 10, -1.0, Vec::new());
-    let fill_result = producer_perf_test::run::run(&fill, &bootstrap, Box::new(std::io::sink()))?;
+    let fill_result = producer_perf_test::run::run(&fill, &bootstrap, Box::new(std::io::sink()))
+        .context("loading records for the consumer runs")?;
     report.runs.push(producer_perf_test::run_report(
         "producer, load for consumer runs",
         &fill,
@@ -115,17 +121,21 @@ pub fn run(args: &BenchArgs, argv: &[String]) -> Result<()> {
     ));
     for (fetch_size, seed_msgs, seed_mb) in seeds::CONSUMER {
         eprintln!("strom bench: consumer, fetch size {fetch_size}...");
+        let name = format!("000 consumer fetch {fetch_size}");
         let consumer = consumer_args(
             &topic_consume,
             n,
             fetch_size,
             &format!("{prefix}-group-{fetch_size}"),
         )?;
-        let result = consumer_perf_test::run::run(&consumer, &bootstrap, &mut std::io::sink())
-            .with_context(|| format!("consumer run with fetch size {fetch_size}"))?;
-        report
-            .comparison
-            .extend(consumer_rows(fetch_size, &result, seed_msgs, seed_mb));
+        let result = match consumer_perf_test::run::run(&consumer, &bootstrap, &mut std::io::sink()) {
+            Ok(result) => result,
+            Err(e) => {
+                report.comparison.push(failed(&name, &e));
+                continue;
+            }
+        };
+        report.comparison.extend(consumer_rows(&name, &result, seed_msgs, seed_mb));
         report.runs.push(consumer_perf_test::run_report(
             &format!("consumer, fetch size {fetch_size}"),
             &consumer,
@@ -204,6 +214,11 @@ fn row(experiment: &str, metric: &str, strom: String, seed: Option<String>) -> C
     }
 }
 
+/// A run that failed still gets a row, so one broken experiment does not hide the others.
+fn failed(name: &str, error: &anyhow::Error) -> ComparisonRow {
+    row(name, "failed", format!("{error:#}"), None)
+}
+
 fn producer_rows(
     name: &str,
     result: &ProducerResult,
@@ -248,13 +263,17 @@ fn producer_rows(
 }
 
 fn consumer_rows(
-    fetch_size: u64,
+    name: &str,
     result: &ConsumerResult,
     seed_msgs: f64,
     seed_mb: Option<f64>,
 ) -> Vec<ComparisonRow> {
     let s = &result.summary;
-    let name = format!("000 consumer fetch {fetch_size}");
+    let name = if result.timed_out {
+        format!("{name} (timed out)")
+    } else {
+        name.to_string()
+    };
     vec![
         row(
             &name,

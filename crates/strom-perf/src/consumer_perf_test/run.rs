@@ -242,6 +242,8 @@ fn consume(
     let (mut last_messages, mut last_bytes) = (0u64, 0u64);
     let mut first_row = true;
     let mut in_batch = 0u64;
+    // librdkafka reports transient connection errors through poll; each is shown once.
+    let mut reported_errors = std::collections::HashSet::new();
     while !shared.stop.load(Ordering::Relaxed)
         && (now_ms - last_consumed_ms) as u64 <= args.timeout_ms
     {
@@ -258,7 +260,11 @@ fn consume(
         let message = match polled {
             Ok(message) => message,
             Err(e) => {
-                eprintln!("WARNING: consumer error: {e}");
+                let text = e.to_string();
+                if !reported_errors.contains(&text) {
+                    eprintln!("WARNING: consumer error: {text}");
+                    reported_errors.insert(text);
+                }
                 now_ms = wall_ms();
                 continue;
             }

@@ -13,6 +13,7 @@ use rdkafka::client::ClientContext;
 use rdkafka::producer::{DeliveryResult, ProducerContext};
 
 use super::recorder::Recorder;
+use super::stats::Stats;
 use crate::clock;
 
 /// When latency is measured from for the HdrHistogram.
@@ -22,7 +23,7 @@ pub enum Schedule {
     AsSent,
     /// Throttled: from the intended send time `start + index * interval`, so a stalled
     /// send loop shows up as latency (coordinated omission corrected).
-    Intended { start_ns: u64, interval_ns: f64 },
+    Intended { interval_ns: f64 },
 }
 
 pub struct PerfContext {
@@ -30,6 +31,8 @@ pub struct PerfContext {
     send_times: Box<[AtomicU64]>,
     mask: usize,
     schedule: Schedule,
+    /// When the measured run began (ns since the clock anchor), set by [`Self::start`].
+    start_ns: AtomicU64,
     /// The value bytes of fixed-size records; `None` reads the length from each report.
     fixed_value_len: Option<u64>,
     /// The last librdkafka statistics JSON, for `--print-metrics`.
@@ -49,6 +52,7 @@ impl PerfContext {
             send_times: (0..capacity).map(|_| AtomicU64::new(0)).collect(),
             mask: capacity - 1,
             schedule,
+            start_ns: AtomicU64::new(0),
             fixed_value_len,
             last_stats: Mutex::new(None),
         }
@@ -65,11 +69,17 @@ impl PerfContext {
     pub fn intended_ns(&self, index: u64) -> Option<u64> {
         match self.schedule {
             Schedule::AsSent => None,
-            Schedule::Intended {
-                start_ns,
-                interval_ns,
-            } => Some(start_ns + (index as f64 * interval_ns) as u64),
+            Schedule::Intended { interval_ns } => {
+                Some(self.start_ns.load(Ordering::Relaxed) + (index as f64 * interval_ns) as u64)
+            }
         }
+    }
+
+    /// Starts the measured run now, after the producer exists, as Kafka starts its `Stats`
+    /// after constructing its producer (client start-up is not part of the figures).
+    pub fn start(&self, stats: Stats, start: Instant) {
+        self.start_ns.store(clock::ns_of(start), Ordering::Relaxed);
+        self.recorder.lock().start(stats, start);
     }
 }
 

@@ -52,6 +52,12 @@ impl Recorder {
         }
     }
 
+    /// Restarts the figures at the start of the measured run.
+    pub fn start(&mut self, stats: Stats, start: Instant) {
+        self.stats = stats;
+        self.series = ThroughputSeries::new(start);
+    }
+
     /// One successful delivery of record `index`.
     pub fn on_success(
         &mut self,

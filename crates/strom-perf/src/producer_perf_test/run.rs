@@ -94,22 +94,21 @@ pub fn run(
 
     let throttled = args.throughput > 0.0;
     let progress = Progress::start("producing", args.num_records);
-    let start = Instant::now();
-    let start_ns = clock::ns_of(start);
     let schedule = if throttled {
         Schedule::Intended {
-            start_ns,
             interval_ns: 1e9 / args.throughput,
         }
     } else {
         Schedule::AsSent
     };
-    let stats = Stats::new(
-        args.num_records,
-        args.reporting_interval_ms,
-        clock::ms(start_ns),
+    let placeholder = Stats::new(args.num_records, args.reporting_interval_ms, 0);
+    let recorder = Recorder::new(
+        placeholder,
+        args.warmup_records,
+        Instant::now(),
+        progress.counter(),
+        out,
     );
-    let recorder = Recorder::new(stats, args.warmup_records, start, progress.counter(), out);
     let context = PerfContext::new(recorder, queue_messages, schedule, fixed_len);
 
     let mut config = ClientConfig::new();
@@ -127,6 +126,13 @@ pub fn run(
     }
     let transaction_ns = args.transaction_duration_ms.unwrap_or(3000) * 1_000_000;
     let topic = TopicHandle::new(&producer, &args.topic)?;
+    let start = Instant::now();
+    let stats = Stats::new(
+        args.num_records,
+        args.reporting_interval_ms,
+        clock::ms(clock::ns_of(start)),
+    );
+    producer.context().start(stats, start);
 
     let mut transaction_start_ns = 0;
     let mut transaction_size = 0u64;
