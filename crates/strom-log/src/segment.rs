@@ -61,6 +61,8 @@ pub struct Segment {
     bytes_since_last_index_entry: u64,
     next_offset: i64,
     max_timestamp: i64,
+    /// Base offset of the first batch that carried `max_timestamp`.
+    offset_of_max_timestamp: i64,
     first_batch_timestamp: Option<i64>,
     index_interval_bytes: u64,
 }
@@ -92,6 +94,7 @@ impl Segment {
             bytes_since_last_index_entry: 0,
             next_offset: base_offset,
             max_timestamp: -1,
+            offset_of_max_timestamp: base_offset,
             first_batch_timestamp: None,
             index_interval_bytes: config.index_interval_bytes,
         })
@@ -144,6 +147,7 @@ impl Segment {
             bytes_since_last_index_entry: 0,
             next_offset: base_offset,
             max_timestamp: -1,
+            offset_of_max_timestamp: base_offset,
             first_batch_timestamp: None,
             index_interval_bytes: config.index_interval_bytes,
         };
@@ -163,6 +167,8 @@ impl Segment {
                 segment.scan_from(0, recover, true)?
             }
         };
+        segment.offset_index.write_pending()?;
+        segment.time_index.write_pending()?;
         if outcome.valid_end < size {
             if !recover {
                 return Err(LogError::CorruptFile {
@@ -207,7 +213,10 @@ impl Segment {
             return Ok(None);
         }
         let newest_time_entry = self.time_index.last();
-        self.max_timestamp = newest_time_entry.map_or(-1, |e| e.timestamp);
+        if let Some(entry) = newest_time_entry {
+            self.max_timestamp = entry.timestamp;
+            self.offset_of_max_timestamp = self.base_offset + entry.relative_offset as i64;
+        }
         let outcome = self.scan_from(position, false, false)?;
         let next_relative = outcome.next_offset.map_or(0, |n| n - self.base_offset);
         if outcome.valid_end != self.size
@@ -246,9 +255,10 @@ impl Segment {
                 }
             }
             if index {
-                self.index_batch(position, header.base_offset, header.max_timestamp, len)?;
-            } else {
-                self.max_timestamp = self.max_timestamp.max(header.max_timestamp);
+                self.index_batch(position, header.base_offset, header.max_timestamp, len);
+            } else if header.max_timestamp > self.max_timestamp {
+                self.max_timestamp = header.max_timestamp;
+                self.offset_of_max_timestamp = header.base_offset;
             }
             next_offset = Some(header.next_offset());
             position += len;
@@ -269,34 +279,35 @@ impl Segment {
         Ok(RecordBatchHeader::parse(&buf).ok())
     }
 
-    /// Adds index entries for a batch written at `position`, as Kafka does: an offset
-    /// entry every `index.interval.bytes`, a time entry whenever the maximum timestamp grows.
-    fn index_batch(
-        &mut self,
-        position: u64,
-        base_offset: i64,
-        max_timestamp: i64,
-        len: u64,
-    ) -> Result<(), LogError> {
-        let relative_offset = (base_offset - self.base_offset) as u32;
+    /// Adds index entries for a batch written at `position`, as Kafka does: every
+    /// `index.interval.bytes`, an offset entry for the batch and, if the maximum
+    /// timestamp grew since the last time entry, a time entry (maximum timestamp so far,
+    /// offset of the batch that first carried it).
+    fn index_batch(&mut self, position: u64, base_offset: i64, max_timestamp: i64, len: u64) {
         if max_timestamp > self.max_timestamp {
             self.max_timestamp = max_timestamp;
-            self.time_index.append(TimestampOffset {
-                timestamp: max_timestamp,
-                relative_offset,
-            })?;
+            self.offset_of_max_timestamp = base_offset;
         }
         if self.offset_index.last().is_none()
             || self.bytes_since_last_index_entry >= self.index_interval_bytes
         {
             self.offset_index.append(OffsetPosition {
-                relative_offset,
+                relative_offset: (base_offset - self.base_offset) as u32,
                 position: position as u32,
-            })?;
+            });
+            if self
+                .time_index
+                .last()
+                .is_none_or(|e| self.max_timestamp > e.timestamp)
+            {
+                self.time_index.append(TimestampOffset {
+                    timestamp: self.max_timestamp,
+                    relative_offset: (self.offset_of_max_timestamp - self.base_offset) as u32,
+                });
+            }
             self.bytes_since_last_index_entry = 0;
         }
         self.bytes_since_last_index_entry += len;
-        Ok(())
     }
 
     /// Appends prepared batches with one vectored write and indexes them.
@@ -306,21 +317,21 @@ impl Segment {
             slices.push(IoSlice::new(&b.prefix));
             slices.push(IoSlice::new(b.rest));
         }
-        let mut remaining: &mut [IoSlice<'_>] = &mut slices;
-        let mut file: &File = &self.file;
-        while !remaining.is_empty() {
-            let written = file.write_vectored(remaining)?;
-            if written == 0 {
-                return Err(std::io::Error::from(std::io::ErrorKind::WriteZero).into());
+        if let Err(e) = write_all_vectored(&self.file, &mut slices) {
+            // A failed write (ENOSPC, EIO) may have appended part of the batches. Cut the
+            // file back to the last whole batch so the next append lands where the index
+            // and `size` say it does.
+            if let Err(truncate) = self.file.set_len(self.size) {
+                tracing::error!(segment = %self.log_path.display(), error = %truncate, "cannot truncate after a failed append");
             }
-            IoSlice::advance_slices(&mut remaining, written);
+            return Err(e.into());
         }
         for b in batches {
             let len = b.len() as u64;
             if self.first_batch_timestamp.is_none() {
                 self.first_batch_timestamp = Some(b.max_timestamp);
             }
-            self.index_batch(self.size, b.base_offset, b.max_timestamp, len)?;
+            self.index_batch(self.size, b.base_offset, b.max_timestamp, len);
             self.size += len;
             self.next_offset = b.last_offset + 1;
         }
@@ -375,8 +386,8 @@ impl Segment {
         Ok(buf)
     }
 
-    /// fsyncs the log file and its indexes.
-    pub fn flush(&self) -> Result<(), LogError> {
+    /// fsyncs the log file and writes and fsyncs its indexes.
+    pub fn flush(&mut self) -> Result<(), LogError> {
         self.file.sync_data()?;
         self.offset_index.flush()?;
         self.time_index.flush()?;
@@ -422,4 +433,18 @@ impl Segment {
     pub fn is_index_full(&self) -> bool {
         self.offset_index.is_full() || self.time_index.is_full()
     }
+}
+
+/// Writes every slice, retrying short writes (`write_all` for vectored I/O).
+fn write_all_vectored(file: &File, slices: &mut [IoSlice<'_>]) -> std::io::Result<()> {
+    let mut remaining = slices;
+    let mut file = file;
+    while !remaining.is_empty() {
+        let written = file.write_vectored(remaining)?;
+        if written == 0 {
+            return Err(std::io::Error::from(std::io::ErrorKind::WriteZero));
+        }
+        IoSlice::advance_slices(&mut remaining, written);
+    }
+    Ok(())
 }
