@@ -27,27 +27,21 @@ pub fn handle(ctx: &RequestContext<'_>, req: MetadataRequest) -> MetadataRespons
     let topics = if all {
         logs.topics().iter().map(|t| describe(t, node)).collect()
     } else {
-        let auto_create = state.config.auto_create_topics
-            && (ctx.version < 4 || req.allow_auto_topic_creation);
+        let auto_create =
+            state.config.auto_create_topics && (ctx.version < 4 || req.allow_auto_topic_creation);
         req.topics
             .unwrap_or_default()
             .into_iter()
             .map(|requested| {
                 let by_id = requested.name.is_none() && !requested.topic_id.is_nil();
                 let found = match &requested.name {
-                    Some(name) => logs.topic(name).or_else(|| {
-                        auto_create
-                            .then(|| {
-                                logs.create_topic(
-                                    name,
-                                    state.config.num_partitions,
-                                    Default::default(),
-                                    false,
-                                )
-                                .ok()
-                            })
-                            .flatten()
+                    Some(name) if auto_create => logs.topic(name).or_else(|| {
+                        // A concurrent request may create it first: then look it up again.
+                        logs.create_topic(name, state.config.num_partitions, Default::default(), false)
+                            .ok()
+                            .or_else(|| logs.topic(name))
                     }),
+                    Some(name) => logs.topic(name),
                     None => logs.topic_by_id(requested.topic_id),
                 };
                 match found {
