@@ -1,9 +1,12 @@
 //! A sparse, append-only index file of fixed-size entries sorted by key, shared by the
 //! offset index and the time index.
 //!
-//! Entries are kept in memory for lookups (a binary search, never a scan) and appended to
-//! the file as they are added. The file is plain concatenated entries, so a crash can
-//! only leave a torn last entry, which [`IndexFile::open`] detects by length.
+//! Entries are kept in memory for lookups (a binary search, never a scan). New entries are
+//! written to the file in one write when the segment is flushed (fsync, roll, close), not
+//! one syscall per append: like Kafka's memory-mapped indexes, the file is only trusted
+//! for data below the recovery point, and recovery rebuilds the index of anything above
+//! it. The file is plain concatenated entries, so a crash can only leave a torn last
+//! entry, which [`IndexFile::open`] detects by length.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -27,6 +30,8 @@ pub struct IndexFile<E> {
     path: PathBuf,
     file: File,
     entries: Vec<E>,
+    /// How many of `entries` are in the file; the rest are written by [`Self::flush`].
+    written: usize,
     max_entries: usize,
 }
 
@@ -52,6 +57,7 @@ impl<E: IndexEntry> IndexFile<E> {
         Ok(Some(Self {
             path: path.to_path_buf(),
             file,
+            written: entries.len(),
             entries,
             max_entries,
         }))
@@ -71,17 +77,29 @@ impl<E: IndexEntry> IndexFile<E> {
             path: path.to_path_buf(),
             file,
             entries: Vec::new(),
+            written: 0,
             max_entries: (max_bytes as usize / E::SIZE).max(1),
         })
     }
 
-    /// Appends an entry. Entries must arrive in key order.
-    pub fn append(&mut self, entry: E) -> Result<(), LogError> {
+    /// Adds an entry (in memory until the next [`Self::write_pending`] or
+    /// [`Self::flush`]). Entries must arrive in key order.
+    pub fn append(&mut self, entry: E) {
         debug_assert!(self.entries.last().is_none_or(|l| l.key() <= entry.key()));
-        let mut buf = Vec::with_capacity(E::SIZE);
-        entry.encode(&mut buf);
-        self.file.write_all(&buf)?;
         self.entries.push(entry);
+    }
+
+    /// Writes the entries not yet in the file, in one write.
+    pub fn write_pending(&mut self) -> Result<(), LogError> {
+        if self.written == self.entries.len() {
+            return Ok(());
+        }
+        let mut buf = Vec::with_capacity((self.entries.len() - self.written) * E::SIZE);
+        for entry in &self.entries[self.written..] {
+            entry.encode(&mut buf);
+        }
+        self.file.write_all(&buf)?;
+        self.written = self.entries.len();
         Ok(())
     }
 
@@ -102,14 +120,17 @@ impl<E: IndexEntry> IndexFile<E> {
     /// Drops entries whose key is at least `key` (after truncating the log).
     pub fn truncate_from(&mut self, key: i64) -> Result<(), LogError> {
         let keep = self.entries.partition_point(|e| e.key() < key);
-        if keep < self.entries.len() {
-            self.entries.truncate(keep);
+        self.entries.truncate(keep);
+        if keep < self.written {
+            self.written = keep;
             self.file.set_len((keep * E::SIZE) as u64)?;
         }
         Ok(())
     }
 
-    pub fn flush(&self) -> Result<(), LogError> {
+    /// Writes the pending entries and fsyncs the file.
+    pub fn flush(&mut self) -> Result<(), LogError> {
+        self.write_pending()?;
         self.file.sync_data()?;
         Ok(())
     }

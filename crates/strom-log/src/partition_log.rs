@@ -393,7 +393,7 @@ impl PartitionLog {
         let from = self.recovery_point;
         for segment in self
             .segments
-            .values()
+            .values_mut()
             .filter(|s| s.next_offset() > from || s.size() == 0)
         {
             segment.flush()?;

@@ -125,24 +125,35 @@ fn finds_every_offset_across_many_segments() {
 
 #[test]
 fn finds_batches_by_timestamp_and_the_max_timestamp() {
-    let root = tempfile::tempdir().unwrap();
-    let cfg = LogConfig {
-        segment_bytes: 1024,
-        ..config()
-    };
-    let mut log = open(&partition_dir(root.path()), cfg, true);
-    assert!(log.max_timestamp().unwrap().is_none());
-    assert!(log.batch_at_timestamp(0).unwrap().is_none());
-    // Batches of 3 records at t = 1000, 1010, ... (records at t, t+1, t+2), with one
-    // batch out of order in the middle.
-    let mut timestamps: Vec<i64> = (0..40).map(|i| 1000 + 10 * i).collect();
-    timestamps[20] = 1500; // the maximum, well past its neighbours
-    for &t in &timestamps {
-        log.append(&BatchSpec::new(3, 100).with_timestamp(t).encode(), NOW)
-            .unwrap();
+    // A time-index entry per batch, and one per many batches (the scan does the rest).
+    for (segment_bytes, index_interval_bytes) in [(1024, 256), (8192, 2048)] {
+        let root = tempfile::tempdir().unwrap();
+        let dir = partition_dir(root.path());
+        let cfg = LogConfig {
+            segment_bytes,
+            index_interval_bytes,
+            ..config()
+        };
+        let mut log = open(&dir, cfg.clone(), true);
+        assert!(log.max_timestamp().unwrap().is_none());
+        assert!(log.batch_at_timestamp(0).unwrap().is_none());
+        // Batches of 3 records at t = 1000, 1010, ... (records at t, t+1, t+2), with one
+        // batch out of order in the middle.
+        let mut timestamps: Vec<i64> = (0..40).map(|i| 1000 + 10 * i).collect();
+        timestamps[20] = 1500; // the maximum, well past its neighbours
+        for &t in &timestamps {
+            log.append(&BatchSpec::new(3, 100).with_timestamp(t).encode(), NOW)
+                .unwrap();
+        }
+        assert!(log.segment_count() > 1);
+        check_timestamps(&log);
+        log.close(NOW).unwrap();
+        drop(log);
+        check_timestamps(&open(&dir, cfg, true));
     }
-    assert!(log.segment_count() > 3);
+}
 
+fn check_timestamps(log: &strom_log::PartitionLog) {
     let (h, bytes) = log.batch_at_timestamp(0).unwrap().unwrap();
     assert_eq!(h.base_offset, 0);
     assert_eq!(bytes.len(), h.total_len());
