@@ -72,12 +72,24 @@ impl DateFormat {
                     i += 2;
                     continue;
                 }
-                let end = chars[i + 1..].iter().position(|&q| q == '\'');
-                let Some(end) = end else {
-                    bail!("Unterminated quote")
-                };
-                literal.extend(&chars[i + 1..i + 1 + end]);
-                i += end + 2;
+                i += 1;
+                loop {
+                    match (chars.get(i), chars.get(i + 1)) {
+                        (None, _) => bail!("Unterminated quote"),
+                        (Some('\''), Some('\'')) => {
+                            literal.push('\'');
+                            i += 2;
+                        }
+                        (Some('\''), _) => {
+                            i += 1;
+                            break;
+                        }
+                        (Some(&q), _) => {
+                            literal.push(q);
+                            i += 1;
+                        }
+                    }
+                }
                 continue;
             }
             if c.is_ascii_alphabetic() {
@@ -130,7 +142,11 @@ fn field(c: char, n: usize, t: &LocalTime) -> String {
         'H' => num(i64::from(t.hour)),
         'k' => num(i64::from(if t.hour == 0 { 24 } else { t.hour })),
         'K' => num(i64::from(t.hour % 12)),
-        'h' => num(i64::from(if t.hour % 12 == 0 { 12 } else { t.hour % 12 })),
+        'h' => num(i64::from(if t.hour.is_multiple_of(12) {
+            12
+        } else {
+            t.hour % 12
+        })),
         'm' => num(i64::from(t.minute)),
         's' => num(i64::from(t.second)),
         'S' => num(i64::from(t.millis)),

@@ -104,11 +104,11 @@ mod tests {
     #[test]
     fn reads_librdkafka_statistics() {
         let json = br#"{"name":"x","msg_cnt":3,"txmsgs":10,"brokers":{"127.0.0.1:9092/1":{"tx":5,"rtt":{"avg":1500,"p99":3000,"max":4000}}}}"#;
-        let lines = lines(Some(json), "producer-metrics", "perf-producer-client");
-        assert!(lines.iter().any(|l| l
+        let out = lines(Some(json), "producer-metrics", "perf-producer-client");
+        assert!(out.iter().any(|l| l
             .starts_with("producer-metrics:txmsgs:{client-id=perf-producer-client}")
             && l.ends_with(": 10")));
-        assert!(lines
+        assert!(out
             .iter()
             .any(|l| l.contains("request-latency-avg-ms") && l.ends_with(": 1.500")));
         assert!(lines(None, "g", "c").is_empty());

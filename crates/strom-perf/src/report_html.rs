@@ -10,6 +10,9 @@ use anyhow::{Context, Result};
 use crate::histogram::PercentilePoint;
 use crate::report::{Report, RunReport};
 
+/// An x-axis label at a data position.
+type Tick = (f64, String);
+
 const WIDTH: f64 = 640.0;
 const HEIGHT: f64 = 300.0;
 const MARGIN_LEFT: f64 = 70.0;
@@ -97,9 +100,9 @@ fn run_section(page: &mut String, run: &RunReport) {
     page.push_str("</table>\n");
     if let Some(lat) = &run.latency {
         let ms = |us: u64| format!("{:.3}", us as f64 / 1000.0);
-        let _ = write!(
+        let _ = writeln!(
             page,
-            "<p>Latency (HdrHistogram, from the {}), ms:</p><table><tr><th>avg</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>p99.99</th><th>max</th></tr><tr><td class=\"num\">{:.3}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr></table>\n",
+            "<p>Latency (HdrHistogram, from the {}), ms:</p><table><tr><th>avg</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>p99.99</th><th>max</th></tr><tr><td class=\"num\">{:.3}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr></table>",
             escape(&run.latency_basis),
             lat.avg_us / 1000.0,
             ms(lat.p50_us),
@@ -143,7 +146,7 @@ fn run_section(page: &mut String, run: &RunReport) {
 }
 
 /// Maps percentiles onto HdrHistogram's log axis, x = log10(1 / (1 - p)), with labels.
-fn percentile_axis(curve: &[PercentilePoint]) -> (Vec<(f64, f64)>, Vec<(f64, String)>) {
+fn percentile_axis(curve: &[PercentilePoint]) -> (Vec<(f64, f64)>, Vec<Tick>) {
     let finite_max = curve
         .iter()
         .filter(|p| p.percentile < 100.0)

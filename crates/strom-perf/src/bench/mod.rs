@@ -95,13 +95,14 @@ pub fn run(args: &BenchArgs, argv: &[String]) -> Result<()> {
             "strom bench: producer, {name} ({} records)...",
             producer.num_records
         );
-        let result = match producer_perf_test::run::run(producer, &bootstrap, Box::new(std::io::sink())) {
-            Ok(result) => result,
-            Err(e) => {
-                report.comparison.push(failed(name, &e));
-                continue;
-            }
-        };
+        let result =
+            match producer_perf_test::run::run(producer, &bootstrap, Box::new(std::io::sink())) {
+                Ok(result) => result,
+                Err(e) => {
+                    report.comparison.push(failed(name, &e));
+                    continue;
+                }
+            };
         report.comparison.extend(producer_rows(name, &result, seed));
         report.runs.push(producer_perf_test::run_report(
             &format!("producer, {name}"),
@@ -128,14 +129,17 @@ pub fn run(args: &BenchArgs, argv: &[String]) -> Result<()> {
             fetch_size,
             &format!("{prefix}-group-{fetch_size}"),
         )?;
-        let result = match consumer_perf_test::run::run(&consumer, &bootstrap, &mut std::io::sink()) {
+        let result = match consumer_perf_test::run::run(&consumer, &bootstrap, &mut std::io::sink())
+        {
             Ok(result) => result,
             Err(e) => {
                 report.comparison.push(failed(&name, &e));
                 continue;
             }
         };
-        report.comparison.extend(consumer_rows(&name, &result, seed_msgs, seed_mb));
+        report
+            .comparison
+            .extend(consumer_rows(&name, &result, seed_msgs, seed_mb));
         report.runs.push(consumer_perf_test::run_report(
             &format!("consumer, fetch size {fetch_size}"),
             &consumer,

@@ -83,7 +83,7 @@ impl Stats {
         self.window_bytes += bytes;
         self.window_total_latency_ms += u64::from(latency_ms);
         self.window_max_latency_ms = self.window_max_latency_ms.max(u64::from(latency_ms));
-        if self.iteration % self.sampling == 0 {
+        if self.iteration.is_multiple_of(self.sampling) {
             self.latencies.push(latency_ms);
         }
         self.iteration += 1;

@@ -1,0 +1,299 @@
+//! The perf tools against a real strom broker: record counts, Kafka's output lines and the
+//! report files. Each test starts its own broker (the shared harness in `common`), except
+//! the embedded-default test, where the tool starts one itself.
+
+mod common;
+
+use std::process::{Command, Output};
+
+use common::StromBroker;
+
+fn strom(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_strom"))
+        .args(args)
+        .output()
+        .expect("run strom")
+}
+
+fn stdout_of(output: &Output) -> String {
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "strom failed: {}\nstdout:\n{stdout}\nstderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+/// The final producer line: `N records sent, R records/sec (M MB/sec), …, P ms 99.9th.`
+fn assert_final_producer_line(line: &str, records: u64) {
+    let prefix = format!("{records} records sent, ");
+    assert!(line.starts_with(&prefix), "unexpected final line: {line}");
+    assert!(
+        line.ends_with(" ms 99.9th."),
+        "unexpected final line: {line}"
+    );
+    let fields: Vec<&str> = line.split(", ").collect();
+    assert_eq!(
+        fields.len(),
+        8,
+        "Kafka's final line has 8 comma-separated parts: {line}"
+    );
+    let rate = fields[1].split(' ').next().unwrap();
+    let decimals = rate.split('.').nth(1).expect("records/sec has decimals");
+    assert_eq!(decimals.len(), 6, "records/sec is Java %f: {line}");
+}
+
+#[test]
+fn producer_perf_test_sends_every_record_with_kafkas_lines() {
+    let broker = StromBroker::start(&[]);
+    let bootstrap = format!("bootstrap.servers={}", broker.bootstrap());
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("p.json");
+    let html = dir.path().join("p.html");
+    let output = strom(&[
+        "producer-perf-test",
+        "--topic",
+        "perf-p",
+        "--num-records",
+        "20000",
+        "--record-size",
+        "100",
+        "--throughput",
+        "-1",
+        "--producer-props",
+        &bootstrap,
+        "acks=all",
+        "--json",
+        json.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    let stdout = stdout_of(&output);
+    let last = stdout.lines().last().expect("a final line");
+    assert_final_producer_line(last, 20000);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("HdrHistogram, 20000 samples"), "{stderr}");
+
+    let report = std::fs::read_to_string(&json).unwrap();
+    assert!(report.contains("\"records_sent\": 20000"), "{report}");
+    assert!(report.contains("\"p9999_us\""), "{report}");
+    assert!(report.contains("\"cpu_model\""), "{report}");
+    assert!(report.contains("\"librdkafka_version\""), "{report}");
+    assert!(report.contains("\"series\""), "{report}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<svg") && page.contains("Latency by percentile"));
+    assert!(!page.contains("<script src"));
+}
+
+#[test]
+fn throttled_producer_with_warmup_prints_steady_state() {
+    let broker = StromBroker::start(&[]);
+    let output = strom(&[
+        "producer-perf-test",
+        "--topic",
+        "perf-w",
+        "--num-records",
+        "3000",
+        "--payload-monotonic",
+        "--throughput",
+        "3000",
+        "--warmup-records",
+        "1000",
+        "--bootstrap-server",
+        &broker.bootstrap(),
+    ]);
+    let stdout = stdout_of(&output);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines[0],
+        "Warmup first 1000 records. Steady state results will print after the complete test summary."
+    );
+    let n = lines.len();
+    assert_final_producer_line(lines[n - 2], 3000);
+    assert!(
+        lines[n - 1].starts_with("2000 steady state records sent, "),
+        "{stdout}"
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("Latency from intended send time"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn producer_perf_test_starts_an_embedded_broker_without_bootstrap() {
+    let output = strom(&[
+        "producer-perf-test",
+        "--topic",
+        "perf-embedded",
+        "--num-records",
+        "5000",
+        "--record-size",
+        "10",
+        "--throughput",
+        "-1",
+    ]);
+    let stdout = stdout_of(&output);
+    assert_final_producer_line(stdout.lines().last().unwrap(), 5000);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("started an embedded strom broker"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn consumer_perf_test_reads_what_was_produced() {
+    let broker = StromBroker::start(&[]);
+    let produced = strom(&[
+        "producer-perf-test",
+        "--topic",
+        "perf-c",
+        "--num-records",
+        "10000",
+        "--record-size",
+        "10",
+        "--throughput",
+        "-1",
+        "--bootstrap-server",
+        &broker.bootstrap(),
+    ]);
+    stdout_of(&produced);
+    let output = strom(&[
+        "consumer-perf-test",
+        "--topic",
+        "perf-c",
+        "--messages",
+        "10000",
+        "--broker-list",
+        &broker.bootstrap(),
+        "--fetch-size",
+        "100000",
+        "--threads",
+        "2",
+    ]);
+    let stdout = stdout_of(&output);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines[0],
+        "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec"
+    );
+    let row: Vec<&str> = lines[1].split(", ").collect();
+    assert_eq!(row.len(), 10, "{stdout}");
+    assert_eq!(row[4], "10000", "{stdout}");
+    assert_eq!(
+        row[2], "0.0954",
+        "10000 records of 10 bytes in MiB: {stdout}"
+    );
+}
+
+#[test]
+fn e2e_latency_round_trips_every_record() {
+    let broker = StromBroker::start(&[]);
+    let output = strom(&[
+        "e2e-latency",
+        &broker.bootstrap(),
+        "perf-e2e",
+        "2001",
+        "all",
+        "64",
+    ]);
+    let stdout = stdout_of(&output);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines[0].starts_with("Topic \"perf-e2e\" does not exist."),
+        "{stdout}"
+    );
+    assert!(lines[1].starts_with("0\t"), "{stdout}");
+    assert!(lines[2].starts_with("1000\t"), "{stdout}");
+    assert!(lines[3].starts_with("2000\t"), "{stdout}");
+    assert!(
+        lines[4].starts_with("Avg latency: ") && lines[4].ends_with(" ms"),
+        "{stdout}"
+    );
+    assert!(lines[5].starts_with("Percentiles: 50th = "), "{stdout}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("HdrHistogram, 2001 samples"), "{stderr}");
+}
+
+#[test]
+fn bench_runs_every_experiment_and_writes_reports() {
+    let broker = StromBroker::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("b.json");
+    let html = dir.path().join("b.html");
+    let output = strom(&[
+        "bench",
+        "--bootstrap-server",
+        &broker.bootstrap(),
+        "--records",
+        "20000",
+        "--json",
+        json.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    let stdout = stdout_of(&output);
+    for experiment in [
+        "002 default settings",
+        "002 tuned settings",
+        "000 throttled 100k/s",
+        "000 consumer fetch 10000",
+        "000 consumer fetch 100000",
+        "000 consumer fetch 1000000",
+    ] {
+        assert!(
+            stdout.contains(experiment),
+            "missing {experiment}:\n{stdout}"
+        );
+    }
+    assert!(!stdout.contains("failed"), "{stdout}");
+    assert!(!stdout.contains("timed out"), "{stdout}");
+    let report = std::fs::read_to_string(&json).unwrap();
+    assert!(report.contains("\"records_sent\": 20000"), "{report}");
+    assert!(
+        report.contains("\"records_sent\": 10000"),
+        "the throttled run sends half: {report}"
+    );
+    assert!(
+        report.contains("\"data_consumed_in_nmsg\": 20000"),
+        "{report}"
+    );
+    assert!(report.contains("\"comparison\""));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("strom vs. the seed reports"));
+}
+
+#[test]
+fn validation_errors_use_kafkas_words() {
+    let output = strom(&[
+        "producer-perf-test",
+        "--topic",
+        "t",
+        "--num-records",
+        "0",
+        "--record-size",
+        "1",
+        "--throughput",
+        "-1",
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.starts_with("usage: producer-performance [-h] --topic TOPIC"),
+        "{stderr}"
+    );
+    assert!(
+        stderr
+            .ends_with("producer-performance: error: --num-records should be greater than zero\n"),
+        "{stderr}"
+    );
+
+    let output = strom(&["e2e-latency", "localhost:9092", "t", "10", "0", "100"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr)
+        .contains("Latency testing requires synchronous acknowledgement. Please use 1 or all"));
+}
