@@ -84,7 +84,11 @@ impl Listener {
 
     /// The socket address to bind; an empty host binds all interfaces, as in Kafka.
     pub fn bind_address(&self) -> String {
-        let host = if self.host.is_empty() { "0.0.0.0" } else { &self.host };
+        let host = if self.host.is_empty() {
+            "0.0.0.0"
+        } else {
+            &self.host
+        };
         format!("{host}:{}", self.port)
     }
 }
@@ -120,6 +124,11 @@ pub struct BrokerConfig {
     pub group_min_session_timeout_ms: i32,
     /// `group.max.session.timeout.ms`
     pub group_max_session_timeout_ms: i32,
+    /// `group.max.size`: Kafka's default is unbounded; strom caps groups at 1000 members
+    /// so that one group cannot grow the coordinator's memory without limit.
+    pub group_max_size: usize,
+    /// `offset.metadata.max.bytes`
+    pub offset_metadata_max_bytes: usize,
     /// Every key as given, for DescribeConfigs on the broker resource.
     pub given: BTreeMap<String, String>,
 }
@@ -187,6 +196,8 @@ impl BrokerConfig {
             fetch_max_bytes: 57_671_680,
             group_min_session_timeout_ms: 6_000,
             group_max_session_timeout_ms: 1_800_000,
+            group_max_size: 1000,
+            offset_metadata_max_bytes: 4096,
             given: props.clone(),
         };
         let mut roll_hours = None;
@@ -251,7 +262,8 @@ impl BrokerConfig {
                     c.log_defaults.segment_index_bytes = at_least(k, parse_num(k, v)?, 4)?
                 }
                 "log.cleanup.policy" => {
-                    c.log_defaults.cleanup_policy = crate::topic_config::validate_cleanup_policy(k, v)?
+                    c.log_defaults.cleanup_policy =
+                        crate::topic_config::validate_cleanup_policy(k, v)?
                 }
                 "message.max.bytes" => {
                     c.log_defaults.max_message_bytes = at_least(k, parse_num(k, v)?, 0)?
@@ -260,11 +272,11 @@ impl BrokerConfig {
                     c.socket_request_max_bytes = at_least(k, parse_num(k, v)?, 1)?
                 }
                 "fetch.max.bytes" => c.fetch_max_bytes = at_least(k, parse_num(k, v)?, 1024)?,
-                "group.min.session.timeout.ms" => {
-                    c.group_min_session_timeout_ms = parse_num(k, v)?
-                }
-                "group.max.session.timeout.ms" => {
-                    c.group_max_session_timeout_ms = parse_num(k, v)?
+                "group.min.session.timeout.ms" => c.group_min_session_timeout_ms = parse_num(k, v)?,
+                "group.max.session.timeout.ms" => c.group_max_session_timeout_ms = parse_num(k, v)?,
+                "group.max.size" => c.group_max_size = at_least(k, parse_num(k, v)?, 1)?,
+                "offset.metadata.max.bytes" => {
+                    c.offset_metadata_max_bytes = at_least(k, parse_num(k, v)?, 0)?
                 }
                 _ if ACCEPTED_WITHOUT_EFFECT.contains(&k) => {
                     tracing::warn!(key = k, "configuration accepted but has no effect in strom");
@@ -277,8 +289,20 @@ impl BrokerConfig {
         }
         c.log_defaults.retention_ms = match retention {
             (Some(ms), _, _) => ms,
-            (None, Some(m), _) => if m < 0 { -1 } else { m * 60_000 },
-            (None, None, Some(h)) => if h < 0 { -1 } else { h * 3_600_000 },
+            (None, Some(m), _) => {
+                if m < 0 {
+                    -1
+                } else {
+                    m * 60_000
+                }
+            }
+            (None, None, Some(h)) => {
+                if h < 0 {
+                    -1
+                } else {
+                    h * 3_600_000
+                }
+            }
             (None, None, None) => c.log_defaults.retention_ms,
         };
         c.log_defaults.flush_ms = flush_ms.unwrap_or(c.flush_scheduler_interval_ms as i64);
@@ -306,13 +330,22 @@ mod tests {
     use super::*;
 
     fn props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
     fn defaults_follow_kafka() {
         let c = BrokerConfig::default();
-        assert_eq!(c.listener, Listener { host: "127.0.0.1".into(), port: 9092 });
+        assert_eq!(
+            c.listener,
+            Listener {
+                host: "127.0.0.1".into(),
+                port: 9092
+            }
+        );
         assert_eq!(c.num_partitions, 1);
         assert!(c.auto_create_topics);
         assert_eq!(c.log_defaults.segment_bytes, 1 << 30);

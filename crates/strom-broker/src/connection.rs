@@ -60,7 +60,7 @@ pub async fn serve(
                 break;
             }
         };
-        match handlers::handle(&state, frame.freeze()).await {
+        match handlers::handle(&state, peer, frame.freeze()).await {
             Ok(Some(response)) => {
                 if tx.send(response).await.is_err() {
                     break;

@@ -8,6 +8,7 @@ pub mod cli;
 pub mod config;
 pub mod connection;
 pub mod error;
+pub mod group;
 pub mod handlers;
 pub mod log_manager;
 pub mod partition;

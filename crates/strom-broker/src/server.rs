@@ -9,6 +9,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::group::{CoordinatorConfig, GroupCoordinator};
 use crate::log_manager::LogManager;
 use crate::producer_id_manager::ProducerIdManager;
 use crate::{connection, BrokerConfig, BrokerError, BrokerState};
@@ -36,6 +37,14 @@ impl Broker {
         let logs = LogManager::open(&self.config)?;
         let producer_ids =
             ProducerIdManager::open(self.config.log_dirs[0].join("__strom_metadata"))?;
+        let groups = GroupCoordinator::open(
+            CoordinatorConfig {
+                min_session_timeout_ms: self.config.group_min_session_timeout_ms,
+                max_session_timeout_ms: self.config.group_max_session_timeout_ms,
+                max_size: self.config.group_max_size,
+            },
+            &self.config.log_dirs[0].join("__strom_metadata"),
+        )?;
         let listener = TcpListener::bind(self.config.listener.bind_address()).await?;
         let local_addr = listener.local_addr()?;
         let state = Arc::new(BrokerState {
@@ -43,6 +52,7 @@ impl Broker {
             config: self.config,
             logs,
             producer_ids,
+            groups,
         });
         let (shutdown, shutdown_rx) = watch::channel(false);
         spawn_scheduler(
@@ -51,9 +61,10 @@ impl Broker {
             state.config.retention_check_interval_ms,
             |s| s.logs.run_retention(),
         );
-        let flush_interval = state.config.flush_scheduler_interval_ms.min(
-            u64::try_from(state.config.log_defaults.flush_ms).unwrap_or(u64::MAX),
-        );
+        let flush_interval = state
+            .config
+            .flush_scheduler_interval_ms
+            .min(u64::try_from(state.config.log_defaults.flush_ms).unwrap_or(u64::MAX));
         spawn_scheduler(state.clone(), shutdown_rx.clone(), flush_interval, |s| {
             s.logs.flush_due()
         });

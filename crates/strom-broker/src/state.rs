@@ -1,6 +1,8 @@
-//! What every handler can reach: configuration, the advertised address and the logs.
+//! What every handler can reach: configuration, the advertised address, the logs and
+//! the group coordinator.
 
 use crate::config::{BrokerConfig, Listener};
+use crate::group::GroupCoordinator;
 use crate::log_manager::LogManager;
 use crate::producer_id_manager::ProducerIdManager;
 
@@ -12,6 +14,7 @@ pub struct BrokerState {
     pub advertised: Listener,
     pub logs: LogManager,
     pub producer_ids: ProducerIdManager,
+    pub groups: GroupCoordinator,
 }
 
 impl BrokerState {

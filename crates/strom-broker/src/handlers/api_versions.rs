@@ -29,6 +29,17 @@ pub const SUPPORTED: &[(ApiKey, i16)] = &[
     (ApiKey::DescribeCluster, 1),
     (ApiKey::DeleteRecords, 2),
     (ApiKey::InitProducerId, 4),
+    (ApiKey::FindCoordinator, 4),
+    (ApiKey::JoinGroup, 9),
+    (ApiKey::SyncGroup, 5),
+    (ApiKey::Heartbeat, 4),
+    (ApiKey::LeaveGroup, 5),
+    (ApiKey::OffsetCommit, 9),
+    (ApiKey::OffsetFetch, 9),
+    (ApiKey::ListGroups, 5),
+    (ApiKey::DescribeGroups, 5),
+    (ApiKey::DeleteGroups, 2),
+    (ApiKey::OffsetDelete, 0),
 ];
 
 /// The supported version range of `key` if `version` is in it.

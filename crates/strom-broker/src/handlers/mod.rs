@@ -4,6 +4,7 @@
 //! dispatches to the API's handler and encodes its response. Handlers take the decoded
 //! request and return the response body; they choose Kafka error codes themselves.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -18,28 +19,47 @@ pub mod api_versions;
 pub mod config_resource;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
+pub mod describe_groups;
 pub mod fetch;
+pub mod find_coordinator;
+pub mod heartbeat;
 pub mod incremental_alter_configs;
 pub mod init_producer_id;
+pub mod join_group;
+pub mod leave_group;
+pub mod list_groups;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offset_commit;
+pub mod offset_delete;
+pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod sync_group;
 
 /// What a handler gets besides its request.
 pub struct RequestContext<'a> {
     pub state: &'a Arc<BrokerState>,
     /// The version the client chose; handlers use it for version-dependent fields.
     pub version: i16,
+    /// The header's client id (group members are described with it).
+    pub client_id: &'a str,
+    /// The client's address as Kafka shows it in DescribeGroups (`/127.0.0.1`).
+    pub client_host: String,
 }
 
 /// Handles one request frame. `Ok(None)` means no response is sent (produce with
 /// acks=0); `Err` means the connection must be closed.
-pub async fn handle(state: &Arc<BrokerState>, frame: Bytes) -> Result<Option<Bytes>, WireError> {
+pub async fn handle(
+    state: &Arc<BrokerState>,
+    peer: SocketAddr,
+    frame: Bytes,
+) -> Result<Option<Bytes>, WireError> {
     let prefix = peek_header(&frame)?;
     if prefix.api_key == ApiKey::ApiVersions as i16
         && api_versions::supported(ApiKey::ApiVersions, prefix.api_version).is_none()
@@ -54,7 +74,13 @@ pub async fn handle(state: &Arc<BrokerState>, frame: Bytes) -> Result<Option<Byt
             version,
         });
     }
-    let ctx = RequestContext { state, version };
+    let client_id = request.header.client_id.as_deref().unwrap_or_default();
+    let ctx = RequestContext {
+        state,
+        version,
+        client_id,
+        client_host: format!("/{}", peer.ip()),
+    };
     let key = prefix.api_key;
     let cid = request.header.correlation_id;
     macro_rules! respond {
@@ -83,9 +109,25 @@ pub async fn handle(state: &Arc<BrokerState>, frame: Bytes) -> Result<Option<Byt
         RequestKind::DescribeCluster(r) => respond!(describe_cluster::handle(&ctx, r)),
         RequestKind::DeleteRecords(r) => respond!(delete_records::handle(&ctx, r)),
         RequestKind::InitProducerId(r) => respond!(init_producer_id::handle(&ctx, r)),
+        RequestKind::FindCoordinator(r) => respond!(find_coordinator::handle(&ctx, r)),
+        RequestKind::JoinGroup(r) => respond!(join_group::handle(&ctx, r).await),
+        RequestKind::SyncGroup(r) => respond!(sync_group::handle(&ctx, r).await),
+        RequestKind::Heartbeat(r) => respond!(heartbeat::handle(&ctx, r)),
+        RequestKind::LeaveGroup(r) => respond!(leave_group::handle(&ctx, r)),
+        RequestKind::OffsetCommit(r) => respond!(offset_commit::handle(&ctx, r)),
+        RequestKind::OffsetFetch(r) => respond!(offset_fetch::handle(&ctx, r)),
+        RequestKind::ListGroups(r) => respond!(list_groups::handle(&ctx, r)),
+        RequestKind::DescribeGroups(r) => respond!(describe_groups::handle(&ctx, r)),
+        RequestKind::DeleteGroups(r) => respond!(delete_groups::handle(&ctx, r)),
+        RequestKind::OffsetDelete(r) => respond!(offset_delete::handle(&ctx, r)),
         _ => Err(WireError::UnsupportedVersion {
             api_key: key,
             version,
         }),
     }
+}
+
+/// The wire code of an optional error: 0 (NONE) when there is none.
+pub fn error_code(error: Option<kafka_protocol::ResponseError>) -> i16 {
+    error.map_or(0, |e| e.code())
 }

@@ -1,0 +1,896 @@
+//! One classic group: membership, generations and the rebalance state machine.
+//!
+//! The states are Kafka's: `Empty` (no members, maybe offsets), `PreparingRebalance`
+//! (waiting for members to rejoin), `CompletingRebalance` (joined, waiting for the
+//! leader's assignment), `Stable`, and `Dead` (deleted). Everything here is synchronous
+//! and runs under the group's lock; requests that must wait for other members
+//! (JoinGroup, SyncGroup) get a one-shot receiver that a later request or a timer
+//! completes. Time is passed in, so the group never reads a clock itself.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::ResponseError;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use super::member::Member;
+
+/// The classic group states, named as Kafka names them in DescribeGroups/ListGroups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupState {
+    Empty,
+    PreparingRebalance,
+    CompletingRebalance,
+    Stable,
+    Dead,
+}
+
+impl GroupState {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Empty => "Empty",
+            Self::PreparingRebalance => "PreparingRebalance",
+            Self::CompletingRebalance => "CompletingRebalance",
+            Self::Stable => "Stable",
+            Self::Dead => "Dead",
+        }
+    }
+}
+
+/// What a JoinGroup gets back.
+#[derive(Debug, Clone)]
+pub struct JoinOutcome {
+    pub error: Option<ResponseError>,
+    pub generation_id: i32,
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    pub leader: String,
+    pub member_id: String,
+    /// Every member with its metadata for the chosen protocol: for the leader only.
+    pub members: Vec<JoinedMember>,
+}
+
+impl JoinOutcome {
+    pub fn error(error: ResponseError, member_id: &str) -> Self {
+        Self {
+            error: Some(error),
+            generation_id: -1,
+            protocol_type: None,
+            protocol_name: None,
+            leader: String::new(),
+            member_id: member_id.to_string(),
+            members: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct JoinedMember {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub metadata: Bytes,
+}
+
+/// What a SyncGroup gets back: (protocol type, protocol name, this member's assignment).
+pub type SyncOutcome = Result<(Option<String>, Option<String>, Bytes), ResponseError>;
+
+/// An answer now, or a receiver for an answer a later event will give.
+pub enum Reply<T> {
+    Now(T),
+    Wait(oneshot::Receiver<T>),
+}
+
+/// A JoinGroup request, in the coordinator's terms.
+#[derive(Debug, Clone)]
+pub struct JoinParams {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub session_timeout_ms: i32,
+    pub rebalance_timeout_ms: i32,
+    pub protocol_type: String,
+    pub protocols: Vec<(String, Bytes)>,
+    /// v4+: an unknown member first gets MEMBER_ID_REQUIRED and a member id to rejoin with.
+    pub require_known_member_id: bool,
+    /// `group.max.size`
+    pub max_size: usize,
+}
+
+/// A SyncGroup request, in the coordinator's terms.
+#[derive(Debug, Clone)]
+pub struct SyncParams {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub generation_id: i32,
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    pub assignments: Vec<(String, Bytes)>,
+}
+
+/// A member as DescribeGroups shows it.
+#[derive(Debug, Clone)]
+pub struct MemberDescription {
+    pub member_id: String,
+    pub group_instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub metadata: Bytes,
+    pub assignment: Bytes,
+}
+
+/// A group as DescribeGroups shows it.
+#[derive(Debug, Clone)]
+pub struct GroupDescription {
+    pub state: GroupState,
+    pub protocol_type: String,
+    pub protocol_name: String,
+    pub members: Vec<MemberDescription>,
+}
+
+/// A classic group.
+#[derive(Debug)]
+pub struct Group {
+    pub id: String,
+    pub state: GroupState,
+    pub generation: i32,
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    pub leader: Option<String>,
+    members: HashMap<String, Member>,
+    /// group.instance.id → member id of the static member holding it.
+    static_members: HashMap<String, String>,
+    /// Member ids handed out with MEMBER_ID_REQUIRED, until they rejoin or time out.
+    pending_members: HashMap<String, Instant>,
+    /// Members of the generation that have not sent SyncGroup yet.
+    pending_sync: HashSet<String>,
+    rebalance_deadline: Option<Instant>,
+    sync_deadline: Option<Instant>,
+    next_seq: u64,
+}
+
+fn millis(ms: i32) -> Duration {
+    Duration::from_millis(ms.max(0) as u64)
+}
+
+impl Group {
+    pub fn new(id: &str) -> Self {
+        Self {
+            id: id.to_string(),
+            state: GroupState::Empty,
+            generation: 0,
+            protocol_type: None,
+            protocol_name: None,
+            leader: None,
+            members: HashMap::new(),
+            static_members: HashMap::new(),
+            pending_members: HashMap::new(),
+            pending_sync: HashSet::new(),
+            rebalance_deadline: None,
+            sync_deadline: None,
+            next_seq: 0,
+        }
+    }
+
+    pub fn member_count(&self) -> usize {
+        self.members.len()
+    }
+
+    pub fn has_member(&self, member_id: &str) -> bool {
+        self.members.contains_key(member_id)
+    }
+
+    /// Members in the order they joined.
+    fn ordered_members(&self) -> Vec<&Member> {
+        let mut all: Vec<&Member> = self.members.values().collect();
+        all.sort_by_key(|m| m.joined_seq);
+        all
+    }
+
+    /// Kafka's `isStaticMemberFenced`: the instance id is held by another member id.
+    fn is_fenced(&self, instance: Option<&String>, member_id: &str) -> bool {
+        instance
+            .and_then(|i| self.static_members.get(i))
+            .is_some_and(|holder| holder != member_id)
+    }
+
+    /// Protocols every member supports.
+    fn candidate_protocols(&self) -> Vec<String> {
+        let mut members = self.ordered_members().into_iter();
+        let Some(first) = members.next() else {
+            return Vec::new();
+        };
+        let rest: Vec<&Member> = members.collect();
+        first
+            .protocols
+            .iter()
+            .map(|(name, _)| name.clone())
+            .filter(|name| {
+                rest.iter()
+                    .all(|m| m.protocols.iter().any(|(n, _)| n == name))
+            })
+            .collect()
+    }
+
+    fn supports_protocols(&self, protocol_type: &str, protocols: &[(String, Bytes)]) -> bool {
+        if self.members.is_empty() {
+            return !protocol_type.is_empty() && !protocols.is_empty();
+        }
+        let candidates = self.candidate_protocols();
+        self.protocol_type.as_deref() == Some(protocol_type)
+            && protocols.iter().any(|(name, _)| candidates.contains(name))
+    }
+
+    /// Kafka's vote: every member votes for its most preferred protocol among those all
+    /// members support; the most votes win, ties go to the earlier-joined member's order.
+    fn select_protocol(&self) -> Option<String> {
+        let candidates = self.candidate_protocols();
+        let ordered = self.ordered_members();
+        let mut votes: Vec<(String, usize)> = candidates.iter().map(|c| (c.clone(), 0)).collect();
+        for member in &ordered {
+            if let Some((name, _)) = member
+                .protocols
+                .iter()
+                .find(|(n, _)| candidates.contains(n))
+            {
+                if let Some(v) = votes.iter_mut().find(|(c, _)| c == name) {
+                    v.1 += 1;
+                }
+            }
+        }
+        let best = votes.iter().map(|(_, n)| *n).max().unwrap_or(0);
+        votes
+            .into_iter()
+            .find(|(_, n)| *n == best && best > 0)
+            .map(|(c, _)| c)
+            .or_else(|| {
+                ordered
+                    .first()
+                    .and_then(|m| m.protocols.first())
+                    .map(|(n, _)| n.clone())
+            })
+    }
+
+    fn is_full(&self, max_size: usize) -> bool {
+        self.members.len() + self.pending_members.len() >= max_size
+    }
+
+    /// JoinGroup.
+    pub fn join(&mut self, p: JoinParams, now: Instant) -> Reply<JoinOutcome> {
+        if self.state == GroupState::Dead {
+            return Reply::Now(JoinOutcome::error(
+                ResponseError::CoordinatorNotAvailable,
+                &p.member_id,
+            ));
+        }
+        if !self.supports_protocols(&p.protocol_type, &p.protocols) {
+            return Reply::Now(JoinOutcome::error(
+                ResponseError::InconsistentGroupProtocol,
+                &p.member_id,
+            ));
+        }
+        if p.member_id.is_empty() {
+            self.join_unknown_member(p, now)
+        } else {
+            self.join_known_member(p, now)
+        }
+    }
+
+    fn join_unknown_member(&mut self, p: JoinParams, now: Instant) -> Reply<JoinOutcome> {
+        let prefix = p.group_instance_id.as_deref().unwrap_or(&p.client_id);
+        let new_id = format!("{prefix}-{}", uuid::Uuid::new_v4());
+        if let Some(instance) = &p.group_instance_id {
+            if let Some(old_id) = self.static_members.get(instance).cloned() {
+                return self.replace_static_member(&old_id, new_id, p, now);
+            }
+        }
+        if self.is_full(p.max_size) {
+            return Reply::Now(JoinOutcome::error(ResponseError::GroupMaxSizeReached, ""));
+        }
+        if p.require_known_member_id && p.group_instance_id.is_none() {
+            self.pending_members
+                .insert(new_id.clone(), now + millis(p.session_timeout_ms));
+            return Reply::Now(JoinOutcome::error(ResponseError::MemberIdRequired, &new_id));
+        }
+        self.add_member_and_rebalance(new_id, p, now)
+    }
+
+    fn join_known_member(&mut self, p: JoinParams, now: Instant) -> Reply<JoinOutcome> {
+        let id = p.member_id.clone();
+        if self.pending_members.remove(&id).is_some() {
+            return self.add_member_and_rebalance(id, p, now);
+        }
+        if self.is_fenced(p.group_instance_id.as_ref(), &id) {
+            return Reply::Now(JoinOutcome::error(ResponseError::FencedInstanceId, &id));
+        }
+        let Some(member) = self.members.get_mut(&id) else {
+            return Reply::Now(JoinOutcome::error(ResponseError::UnknownMemberId, &id));
+        };
+        member.refresh_session(now);
+        let unchanged = member.same_protocols(&p.protocols);
+        match self.state {
+            GroupState::PreparingRebalance => self.await_join(p, now),
+            GroupState::CompletingRebalance if unchanged => {
+                Reply::Now(self.current_outcome(&id, true))
+            }
+            GroupState::Stable if unchanged && self.leader.as_deref() != Some(&id) => {
+                Reply::Now(self.current_outcome(&id, true))
+            }
+            GroupState::CompletingRebalance | GroupState::Stable => {
+                let reply = self.await_join(p, now);
+                self.prepare_rebalance(now);
+                reply
+            }
+            GroupState::Empty | GroupState::Dead => {
+                Reply::Now(JoinOutcome::error(ResponseError::UnknownMemberId, &id))
+            }
+        }
+    }
+
+    /// Updates a known member from its JoinGroup and parks the request until the
+    /// rebalance completes.
+    fn await_join(&mut self, p: JoinParams, now: Instant) -> Reply<JoinOutcome> {
+        let (tx, rx) = oneshot::channel();
+        if let Some(member) = self.members.get_mut(&p.member_id) {
+            member.protocols = p.protocols;
+            member.session_timeout_ms = p.session_timeout_ms;
+            member.rebalance_timeout_ms = p.rebalance_timeout_ms;
+            member.awaiting_join = Some(tx);
+            member.refresh_session(now);
+        }
+        self.try_complete_join(now);
+        Reply::Wait(rx)
+    }
+
+    fn add_member_and_rebalance(
+        &mut self,
+        member_id: String,
+        p: JoinParams,
+        now: Instant,
+    ) -> Reply<JoinOutcome> {
+        if self.members.is_empty() {
+            self.protocol_type = Some(p.protocol_type.clone());
+        }
+        let (tx, rx) = oneshot::channel();
+        let mut member = Member {
+            member_id: member_id.clone(),
+            group_instance_id: p.group_instance_id.clone(),
+            client_id: p.client_id,
+            client_host: p.client_host,
+            session_timeout_ms: p.session_timeout_ms,
+            rebalance_timeout_ms: p.rebalance_timeout_ms,
+            protocol_type: p.protocol_type,
+            protocols: p.protocols,
+            assignment: Bytes::new(),
+            joined_seq: self.next_seq,
+            awaiting_join: Some(tx),
+            awaiting_sync: None,
+            heartbeat_deadline: now,
+            is_new: true,
+        };
+        self.next_seq += 1;
+        member.refresh_session(now);
+        if let Some(instance) = &p.group_instance_id {
+            self.static_members
+                .insert(instance.clone(), member_id.clone());
+        }
+        if self.leader.is_none() {
+            self.leader = Some(member_id.clone());
+        }
+        self.members.insert(member_id, member);
+        self.maybe_prepare_rebalance(now);
+        self.try_complete_join(now);
+        Reply::Wait(rx)
+    }
+
+    /// A static member rejoined without its member id (it restarted): the new id takes
+    /// over its place, the old one is fenced. A stable group whose protocol would not
+    /// change keeps its assignment and does not rebalance: that is what static
+    /// membership is for.
+    fn replace_static_member(
+        &mut self,
+        old_id: &str,
+        new_id: String,
+        p: JoinParams,
+        now: Instant,
+    ) -> Reply<JoinOutcome> {
+        let Some(mut member) = self.members.remove(old_id) else {
+            self.static_members
+                .remove(p.group_instance_id.as_deref().unwrap_or_default());
+            return self.join_unknown_member(p, now);
+        };
+        if let Some(tx) = member.awaiting_join.take() {
+            let _ = tx.send(JoinOutcome::error(ResponseError::FencedInstanceId, old_id));
+        }
+        if let Some(tx) = member.awaiting_sync.take() {
+            let _ = tx.send(Err(ResponseError::FencedInstanceId));
+        }
+        member.member_id = new_id.clone();
+        member.client_id = p.client_id.clone();
+        member.client_host = p.client_host.clone();
+        member.refresh_session(now);
+        if self.leader.as_deref() == Some(old_id) {
+            self.leader = Some(new_id.clone());
+        }
+        if self.pending_sync.remove(old_id) {
+            self.pending_sync.insert(new_id.clone());
+        }
+        if let Some(instance) = &p.group_instance_id {
+            self.static_members.insert(instance.clone(), new_id.clone());
+        }
+        let unchanged = member.same_protocols(&p.protocols);
+        self.members.insert(new_id.clone(), member);
+        match self.state {
+            GroupState::Stable if unchanged => Reply::Now(self.current_outcome(&new_id, false)),
+            _ => {
+                let reply = self.await_join(
+                    JoinParams {
+                        member_id: new_id,
+                        ..p
+                    },
+                    now,
+                );
+                self.maybe_prepare_rebalance(now);
+                reply
+            }
+        }
+    }
+
+    /// The current generation as a JoinGroup response, for a member whose rejoin does not
+    /// need a rebalance. `with_members` gives the leader the member list again.
+    fn current_outcome(&self, member_id: &str, with_members: bool) -> JoinOutcome {
+        let is_leader = self.leader.as_deref() == Some(member_id);
+        JoinOutcome {
+            error: None,
+            generation_id: self.generation,
+            protocol_type: self.protocol_type.clone(),
+            protocol_name: self.protocol_name.clone(),
+            leader: self.leader.clone().unwrap_or_default(),
+            member_id: member_id.to_string(),
+            members: if is_leader && with_members {
+                self.joined_members()
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    fn joined_members(&self) -> Vec<JoinedMember> {
+        let protocol = self.protocol_name.clone().unwrap_or_default();
+        self.ordered_members()
+            .into_iter()
+            .map(|m| JoinedMember {
+                member_id: m.member_id.clone(),
+                group_instance_id: m.group_instance_id.clone(),
+                metadata: m.metadata(&protocol),
+            })
+            .collect()
+    }
+
+    fn maybe_prepare_rebalance(&mut self, now: Instant) {
+        if matches!(
+            self.state,
+            GroupState::Empty | GroupState::CompletingRebalance | GroupState::Stable
+        ) {
+            self.prepare_rebalance(now);
+        }
+    }
+
+    /// Starts a rebalance: the assignment of the generation is void, members waiting for
+    /// it are told to rejoin, and the join phase lasts at most the longest rebalance
+    /// timeout of the members.
+    fn prepare_rebalance(&mut self, now: Instant) {
+        for member in self.members.values_mut() {
+            member.assignment = Bytes::new();
+            if let Some(tx) = member.awaiting_sync.take() {
+                let _ = tx.send(Err(ResponseError::RebalanceInProgress));
+            }
+        }
+        self.pending_sync.clear();
+        self.sync_deadline = None;
+        self.state = GroupState::PreparingRebalance;
+        let timeout = self
+            .members
+            .values()
+            .map(|m| m.rebalance_timeout_ms)
+            .max()
+            .unwrap_or(0);
+        self.rebalance_deadline = Some(now + millis(timeout));
+        self.try_complete_join(now);
+    }
+
+    fn try_complete_join(&mut self, now: Instant) {
+        if self.state == GroupState::PreparingRebalance
+            && self.pending_members.is_empty()
+            && self.members.values().all(|m| m.awaiting_join.is_some())
+        {
+            self.complete_join(now);
+        }
+    }
+
+    /// Ends the join phase: dynamic members that did not rejoin are dropped, the next
+    /// generation starts with a protocol chosen by vote, and every waiting JoinGroup is
+    /// answered (the leader with the member list).
+    fn complete_join(&mut self, now: Instant) {
+        let gone: Vec<String> = self
+            .members
+            .values()
+            .filter(|m| m.awaiting_join.is_none() && m.group_instance_id.is_none())
+            .map(|m| m.member_id.clone())
+            .collect();
+        for id in gone {
+            self.drop_member(&id);
+        }
+        self.rebalance_deadline = None;
+        self.generation += 1;
+        if self.members.is_empty() {
+            self.state = GroupState::Empty;
+            self.protocol_name = None;
+            self.leader = None;
+            return;
+        }
+        self.protocol_name = self.select_protocol();
+        let leader_rejoined = self
+            .leader
+            .as_ref()
+            .and_then(|l| self.members.get(l))
+            .is_some_and(|m| m.awaiting_join.is_some());
+        if !leader_rejoined {
+            self.leader = self
+                .ordered_members()
+                .into_iter()
+                .find(|m| m.awaiting_join.is_some())
+                .or_else(|| self.ordered_members().into_iter().next())
+                .map(|m| m.member_id.clone());
+        }
+        self.state = GroupState::CompletingRebalance;
+        let timeout = self
+            .members
+            .values()
+            .map(|m| m.rebalance_timeout_ms)
+            .max()
+            .unwrap_or(0);
+        self.sync_deadline = Some(now + millis(timeout));
+        self.pending_sync = self.members.keys().cloned().collect();
+        let members = self.joined_members();
+        let leader = self.leader.clone().unwrap_or_default();
+        for member in self.members.values_mut() {
+            member.is_new = false;
+            member.refresh_session(now);
+            if let Some(tx) = member.awaiting_join.take() {
+                let _ = tx.send(JoinOutcome {
+                    error: None,
+                    generation_id: self.generation,
+                    protocol_type: self.protocol_type.clone(),
+                    protocol_name: self.protocol_name.clone(),
+                    leader: leader.clone(),
+                    member_id: member.member_id.clone(),
+                    members: if member.member_id == leader {
+                        members.clone()
+                    } else {
+                        Vec::new()
+                    },
+                });
+            }
+        }
+    }
+
+    /// SyncGroup.
+    pub fn sync(&mut self, p: SyncParams, now: Instant) -> Reply<SyncOutcome> {
+        if let Err(e) =
+            self.validate_member(&p.member_id, p.group_instance_id.as_ref(), p.generation_id)
+        {
+            return Reply::Now(Err(e));
+        }
+        let type_mismatch = p
+            .protocol_type
+            .as_ref()
+            .is_some_and(|t| Some(t) != self.protocol_type.as_ref());
+        let name_mismatch = p
+            .protocol_name
+            .as_ref()
+            .is_some_and(|n| Some(n) != self.protocol_name.as_ref());
+        if type_mismatch || name_mismatch {
+            return Reply::Now(Err(ResponseError::InconsistentGroupProtocol));
+        }
+        let member = self
+            .members
+            .get_mut(&p.member_id)
+            .expect("validated member");
+        member.refresh_session(now);
+        match self.state {
+            GroupState::PreparingRebalance => Reply::Now(Err(ResponseError::RebalanceInProgress)),
+            GroupState::Stable => {
+                self.pending_sync.remove(&p.member_id);
+                let assignment = self.members[&p.member_id].assignment.clone();
+                Reply::Now(Ok((
+                    self.protocol_type.clone(),
+                    self.protocol_name.clone(),
+                    assignment,
+                )))
+            }
+            GroupState::CompletingRebalance => {
+                let (tx, rx) = oneshot::channel();
+                member.awaiting_sync = Some(tx);
+                self.pending_sync.remove(&p.member_id);
+                if self.leader.as_deref() == Some(p.member_id.as_str()) {
+                    self.complete_sync(p.assignments);
+                }
+                Reply::Wait(rx)
+            }
+            GroupState::Empty | GroupState::Dead => Reply::Now(Err(ResponseError::UnknownMemberId)),
+        }
+    }
+
+    /// The leader's assignment arrived: store it, become stable, answer every waiting
+    /// SyncGroup. Members the leader left out get an empty assignment.
+    fn complete_sync(&mut self, assignments: Vec<(String, Bytes)>) {
+        let mut by_member: HashMap<String, Bytes> = assignments.into_iter().collect();
+        self.state = GroupState::Stable;
+        self.sync_deadline = None;
+        for member in self.members.values_mut() {
+            member.assignment = by_member.remove(&member.member_id).unwrap_or_default();
+            if let Some(tx) = member.awaiting_sync.take() {
+                let _ = tx.send(Ok((
+                    self.protocol_type.clone(),
+                    self.protocol_name.clone(),
+                    member.assignment.clone(),
+                )));
+            }
+        }
+    }
+
+    /// The checks Heartbeat, SyncGroup and OffsetCommit share, in Kafka's order.
+    fn validate_member(
+        &self,
+        member_id: &str,
+        instance: Option<&String>,
+        generation: i32,
+    ) -> Result<(), ResponseError> {
+        if self.state == GroupState::Dead {
+            return Err(ResponseError::CoordinatorNotAvailable);
+        }
+        if self.is_fenced(instance, member_id) {
+            return Err(ResponseError::FencedInstanceId);
+        }
+        if !self.members.contains_key(member_id) {
+            return Err(ResponseError::UnknownMemberId);
+        }
+        if generation != self.generation {
+            return Err(ResponseError::IllegalGeneration);
+        }
+        Ok(())
+    }
+
+    /// Heartbeat: keeps the session alive and tells the member whether to rejoin.
+    pub fn heartbeat(
+        &mut self,
+        member_id: &str,
+        instance: Option<&String>,
+        generation: i32,
+        now: Instant,
+    ) -> Result<(), ResponseError> {
+        self.validate_member(member_id, instance, generation)?;
+        if let Some(member) = self.members.get_mut(member_id) {
+            member.refresh_session(now);
+        }
+        match self.state {
+            GroupState::PreparingRebalance => Err(ResponseError::RebalanceInProgress),
+            GroupState::Stable => {
+                self.pending_sync.remove(member_id);
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether an OffsetCommit of this member and generation may be written. A
+    /// generation below zero on an empty group is a commit of a client that does not use
+    /// group management (or of an admin tool), as in Kafka.
+    pub fn validate_commit(
+        &self,
+        member_id: &str,
+        instance: Option<&String>,
+        generation: i32,
+    ) -> Result<(), ResponseError> {
+        use ResponseError::{IllegalGeneration, UnknownMemberId};
+        match self.validate_member(member_id, instance, generation) {
+            Err(UnknownMemberId | IllegalGeneration)
+                if generation < 0 && self.state == GroupState::Empty =>
+            {
+                Ok(())
+            }
+            Ok(()) | Err(UnknownMemberId | IllegalGeneration)
+                if self.state == GroupState::CompletingRebalance =>
+            {
+                Err(ResponseError::RebalanceInProgress)
+            }
+            other => other,
+        }
+    }
+
+    /// LeaveGroup for one member, by member id or by group.instance.id.
+    pub fn leave(
+        &mut self,
+        member_id: &str,
+        instance: Option<&String>,
+        now: Instant,
+    ) -> Result<(), ResponseError> {
+        if self.state == GroupState::Dead {
+            return Err(ResponseError::CoordinatorNotAvailable);
+        }
+        let id = match instance {
+            Some(instance) => match self.static_members.get(instance) {
+                None => return Err(ResponseError::UnknownMemberId),
+                Some(holder) if !member_id.is_empty() && holder != member_id => {
+                    return Err(ResponseError::FencedInstanceId)
+                }
+                Some(holder) => holder.clone(),
+            },
+            None => {
+                if self.pending_members.remove(member_id).is_some() {
+                    self.try_complete_join(now);
+                    return Ok(());
+                }
+                member_id.to_string()
+            }
+        };
+        if !self.members.contains_key(&id) {
+            return Err(ResponseError::UnknownMemberId);
+        }
+        self.remove_member(&id, now);
+        Ok(())
+    }
+
+    /// Removes a member that left or died, and rebalances the rest.
+    fn remove_member(&mut self, member_id: &str, now: Instant) {
+        self.drop_member(member_id);
+        match self.state {
+            GroupState::Stable | GroupState::CompletingRebalance => self.prepare_rebalance(now),
+            GroupState::PreparingRebalance => self.try_complete_join(now),
+            GroupState::Empty | GroupState::Dead => {}
+        }
+    }
+
+    /// Forgets a member; its waiting requests fail with UNKNOWN_MEMBER_ID.
+    fn drop_member(&mut self, member_id: &str) {
+        let Some(mut member) = self.members.remove(member_id) else {
+            return;
+        };
+        if let Some(tx) = member.awaiting_join.take() {
+            let _ = tx.send(JoinOutcome::error(
+                ResponseError::UnknownMemberId,
+                member_id,
+            ));
+        }
+        if let Some(tx) = member.awaiting_sync.take() {
+            let _ = tx.send(Err(ResponseError::UnknownMemberId));
+        }
+        if let Some(instance) = &member.group_instance_id {
+            if self.static_members.get(instance).map(String::as_str) == Some(member_id) {
+                self.static_members.remove(instance);
+            }
+        }
+        self.pending_sync.remove(member_id);
+        if self.leader.as_deref() == Some(member_id) {
+            self.leader = self.ordered_members().first().map(|m| m.member_id.clone());
+        }
+    }
+
+    /// Applies every deadline that has passed: members whose session expired, member ids
+    /// never used to rejoin, the end of the join phase, and members that never sent
+    /// SyncGroup. Returns whether anything changed.
+    pub fn expire(&mut self, now: Instant) -> bool {
+        let mut changed = false;
+        let stale: Vec<String> = self
+            .pending_members
+            .iter()
+            .filter(|(_, deadline)| **deadline <= now)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in stale {
+            self.pending_members.remove(&id);
+            changed = true;
+        }
+        let dead: Vec<String> = self
+            .members
+            .values()
+            .filter(|m| !m.is_alive(now))
+            .map(|m| m.member_id.clone())
+            .collect();
+        for id in dead {
+            tracing::info!(group = %self.id, member = %id, "member session expired");
+            self.remove_member(&id, now);
+            changed = true;
+        }
+        if self.state == GroupState::PreparingRebalance {
+            if self.rebalance_deadline.is_some_and(|d| d <= now) {
+                self.complete_join(now);
+                changed = true;
+            } else if changed {
+                self.try_complete_join(now);
+            }
+        }
+        if self.state == GroupState::CompletingRebalance
+            && self.sync_deadline.is_some_and(|d| d <= now)
+        {
+            let missing: Vec<String> = self.pending_sync.drain().collect();
+            for id in &missing {
+                self.drop_member(id);
+            }
+            self.prepare_rebalance(now);
+            changed = true;
+        }
+        changed
+    }
+
+    /// The earliest deadline still to come, if any: when the timer must look again.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let sessions = self
+            .members
+            .values()
+            .filter(|m| m.is_new || (m.awaiting_join.is_none() && m.awaiting_sync.is_none()))
+            .map(|m| m.heartbeat_deadline);
+        let phase = match self.state {
+            GroupState::PreparingRebalance => self.rebalance_deadline,
+            GroupState::CompletingRebalance => self.sync_deadline,
+            _ => None,
+        };
+        sessions
+            .chain(self.pending_members.values().copied())
+            .chain(phase)
+            .min()
+    }
+
+    /// Marks the group deleted: nothing may join it any more.
+    pub fn mark_dead(&mut self) {
+        self.state = GroupState::Dead;
+    }
+
+    pub fn describe(&self) -> GroupDescription {
+        let stable = self.state == GroupState::Stable;
+        let protocol = if stable {
+            self.protocol_name.clone().unwrap_or_default()
+        } else {
+            String::new()
+        };
+        let members = self
+            .ordered_members()
+            .into_iter()
+            .map(|m| MemberDescription {
+                member_id: m.member_id.clone(),
+                group_instance_id: m.group_instance_id.clone(),
+                client_id: m.client_id.clone(),
+                client_host: m.client_host.clone(),
+                metadata: if stable {
+                    m.metadata(&protocol)
+                } else {
+                    Bytes::new()
+                },
+                assignment: if stable {
+                    m.assignment.clone()
+                } else {
+                    Bytes::new()
+                },
+            })
+            .collect();
+        GroupDescription {
+            state: self.state,
+            protocol_type: self.protocol_type.clone().unwrap_or_default(),
+            protocol_name: protocol,
+            members,
+        }
+    }
+
+    /// The (protocol name, metadata) of every member for the chosen protocol, for
+    /// OffsetDelete's check of subscribed topics.
+    pub fn member_metadata(&self) -> Vec<Bytes> {
+        let protocol = self.protocol_name.clone().unwrap_or_default();
+        self.members
+            .values()
+            .map(|m| m.metadata(&protocol))
+            .collect()
+    }
+}

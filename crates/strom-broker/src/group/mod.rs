@@ -1,0 +1,15 @@
+//! Consumer groups with Kafka's classic protocol: the coordinator, its groups and
+//! members, and the durable store of committed offsets.
+//!
+//! The handlers (`handlers::join_group` and friends) translate requests into calls on
+//! [`GroupCoordinator`] and its results into responses; the protocol's rules live here.
+
+pub mod classic_group;
+pub mod coordinator;
+pub mod member;
+pub mod offset_store;
+pub mod subscription;
+
+pub use classic_group::{GroupDescription, GroupState, JoinOutcome, JoinParams, SyncParams};
+pub use coordinator::{CoordinatorConfig, GroupCoordinator, ListedGroup};
+pub use offset_store::{CommittedOffset, TopicPartition};

@@ -1,0 +1,63 @@
+//! FindCoordinator: with one broker, this broker coordinates every group. Transactions do
+//! not exist yet, so their coordinator is not available.
+//!
+//! v0–v3 ask for one key; v4+ batch keys into `coordinator_keys` and get one entry each.
+
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+
+use super::RequestContext;
+
+/// FindCoordinator v4+ carries the keys in a list.
+const BATCHED_SINCE: i16 = 4;
+const KEY_TYPE_GROUP: i8 = 0;
+const KEY_TYPE_TRANSACTION: i8 = 1;
+
+/// The coordinator of one key, or why there is none.
+fn locate(ctx: &RequestContext<'_>, key_type: i8) -> Result<(i32, String, i32), ResponseError> {
+    match key_type {
+        KEY_TYPE_GROUP => {
+            let a = &ctx.state.advertised;
+            Ok((ctx.state.node_id(), a.host.clone(), i32::from(a.port)))
+        }
+        KEY_TYPE_TRANSACTION => Err(ResponseError::CoordinatorNotAvailable),
+        _ => Err(ResponseError::InvalidRequest),
+    }
+}
+
+pub fn handle(ctx: &RequestContext<'_>, req: FindCoordinatorRequest) -> FindCoordinatorResponse {
+    if ctx.version >= BATCHED_SINCE {
+        let coordinators = req
+            .coordinator_keys
+            .into_iter()
+            .map(|key| {
+                let c = Coordinator::default().with_key(key);
+                match locate(ctx, req.key_type) {
+                    Ok((node, host, port)) => c
+                        .with_node_id(BrokerId(node))
+                        .with_host(StrBytes::from_string(host))
+                        .with_port(port),
+                    Err(e) => c
+                        .with_error_code(e.code())
+                        .with_error_message(Some(StrBytes::from_string(e.to_string())))
+                        .with_node_id(BrokerId(-1))
+                        .with_port(-1),
+                }
+            })
+            .collect();
+        return FindCoordinatorResponse::default().with_coordinators(coordinators);
+    }
+    match locate(ctx, req.key_type) {
+        Ok((node, host, port)) => FindCoordinatorResponse::default()
+            .with_node_id(BrokerId(node))
+            .with_host(StrBytes::from_string(host))
+            .with_port(port),
+        Err(e) => FindCoordinatorResponse::default()
+            .with_error_code(e.code())
+            .with_error_message(Some(StrBytes::from_string(e.to_string())))
+            .with_node_id(BrokerId(-1))
+            .with_port(-1),
+    }
+}
