@@ -4,9 +4,14 @@
 //! reject exactly what Kafka's tools do (argparse4j / jopt-simple conventions and messages),
 //! which a shared clap definition could not reproduce. This file only dispatches.
 
+mod allocator;
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+#[global_allocator]
+static GLOBAL: allocator::StromAllocator = allocator::StromAllocator;
 
 #[derive(Parser)]
 #[command(

@@ -312,11 +312,11 @@ fn garbage_bytes_close_the_connection() {
 }
 
 /// A 22-byte Metadata request whose topic array claims 2^35 elements. kafka-protocol 0.18
-/// calls `Vec::with_capacity` with the claimed length before decoding any element, so the
-/// broker aborts on a failed multi-GB allocation instead of closing the connection
-/// (upstream: kafka-protocol-rs PRs #152/#161/#200, open). Ignored until strom bounds it.
+/// calls `Vec::with_capacity` with the claimed length before decoding any element
+/// (upstream: kafka-protocol-rs PRs #152/#161/#200, open); the system allocator refuses
+/// and the process would abort. strom's allocator (src/allocator.rs) reserves such
+/// buffers without backing them, so decoding fails cleanly and only this connection ends.
 #[test]
-#[ignore = "kafka-protocol 0.18 aborts on an array length beyond the frame; strom must bound it"]
 fn array_length_beyond_the_frame_closes_the_connection() {
     let broker = StromBroker::start(&[]);
     let mut conn = Conn::open(&broker);
