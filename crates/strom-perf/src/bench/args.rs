@@ -4,7 +4,7 @@ use crate::cli::{self, CliError, OptionSpec};
 
 /// Records per unthrottled run by default: keeps the whole bench under a minute on a
 /// 2-core machine with an embedded broker.
-pub const DEFAULT_RECORDS: u64 = 1_000_000;
+pub const DEFAULT_RECORDS: u64 = 2_000_000;
 
 const SPECS: &[OptionSpec] = &[
     OptionSpec::flag("help"),
@@ -37,7 +37,7 @@ published ones:
   - consumer with fetch sizes 10000, 100000 and 1000000 (seed 000)
 
   --bootstrap-server  run against this cluster (default: an embedded strom broker)
-  --records N         records per run (default: 1000000; the throttled run sends N/2)
+  --records N         records per run (default: 2000000; the throttled run sends N/2)
   --json FILE         JSON report (default: strom-bench.json)
   --html FILE         HTML report (default: strom-bench.html)
 ";

@@ -29,7 +29,7 @@ const MAX_QUEUE_MESSAGES: usize = 10_000_000;
 /// `poll` call per record.
 const POLL_EVERY: u64 = 64;
 /// How long to wait for queue space before retrying a send.
-const QUEUE_FULL_WAIT: Duration = Duration::from_millis(1);
+const QUEUE_FULL_WAIT: Duration = Duration::from_micros(100);
 /// Schedule slack below which the throttled loop sends rather than waits.
 const MIN_WAIT: Duration = Duration::from_millis(1);
 
