@@ -149,10 +149,15 @@ pub fn run_server_expecting_exit(args: &[&str]) -> (ExitStatus, String) {
         .args(args)
         .output()
         .expect("run strom");
-    (output.status, String::from_utf8_lossy(&output.stderr).into_owned())
+    (
+        output.status,
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
 }
 
 /// Path of a file under `tests/`.
 pub fn test_file(relative: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join(relative)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join(relative)
 }

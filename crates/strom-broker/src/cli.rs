@@ -24,7 +24,9 @@ fn parse_args(args: &[String]) -> Result<BTreeMap<String, String>, String> {
     while let Some(arg) = iter.next() {
         match arg.as_str() {
             "--override" => {
-                let kv = iter.next().ok_or("--override needs a property=value argument")?;
+                let kv = iter
+                    .next()
+                    .ok_or("--override needs a property=value argument")?;
                 overrides.push(kv.clone());
             }
             "-h" | "--help" => return Err(USAGE.to_string()),
@@ -63,7 +65,10 @@ pub fn main(args: Vec<String>) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("strom server: cannot start runtime: {e}");
@@ -75,7 +80,10 @@ pub fn main(args: Vec<String>) -> ExitCode {
 
 async fn run(config: BrokerConfig) -> ExitCode {
     let node_id = config.node_id;
-    let (mut term, mut int) = match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+    let (mut term, mut int) = match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
         (Ok(t), Ok(i)) => (t, i),
         _ => {
             eprintln!("strom server: cannot install signal handlers");

@@ -43,7 +43,9 @@ impl LogManager {
             let marker = dir.join(CLEAN_SHUTDOWN_MARKER);
             let had_marker = marker.exists();
             let has_data = fs::read_dir(dir)?.any(|e| {
-                e.is_ok_and(|e| e.file_name() != CLEAN_SHUTDOWN_MARKER && e.file_name() != META_PROPERTIES)
+                e.is_ok_and(|e| {
+                    e.file_name() != CLEAN_SHUTDOWN_MARKER && e.file_name() != META_PROPERTIES
+                })
             });
             clean &= had_marker || !has_data;
         }

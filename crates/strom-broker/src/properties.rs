@@ -9,7 +9,8 @@ pub fn parse(text: &str) -> BTreeMap<String, String> {
     let mut pending = String::new();
     for raw in text.lines() {
         let line = raw.trim_start();
-        if pending.is_empty() && (line.is_empty() || line.starts_with('#') || line.starts_with('!')) {
+        if pending.is_empty() && (line.is_empty() || line.starts_with('#') || line.starts_with('!'))
+        {
             continue;
         }
         if let Some(stripped) = line.strip_suffix('\\') {

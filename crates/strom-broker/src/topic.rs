@@ -85,9 +85,8 @@ impl TopicRecord {
             else {
                 continue;
             };
-            let record = serde_json::from_slice(&fs::read(&path)?).map_err(|e| {
-                BrokerError::Corrupt(format!("{}: {e}", path.display()))
-            })?;
+            let record = serde_json::from_slice(&fs::read(&path)?)
+                .map_err(|e| BrokerError::Corrupt(format!("{}: {e}", path.display())))?;
             out.push((name.to_string(), record));
         }
         Ok(out)

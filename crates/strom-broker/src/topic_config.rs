@@ -177,10 +177,11 @@ mod tests {
 
     #[test]
     fn overrides_replace_defaults() {
-        let overrides: BTreeMap<String, String> = [("retention.ms", "1000"), ("segment.bytes", "4096")]
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let overrides: BTreeMap<String, String> =
+            [("retention.ms", "1000"), ("segment.bytes", "4096")]
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
         let c = log_config(&LogConfig::default(), &overrides);
         assert_eq!(c.retention_ms, 1000);
         assert_eq!(c.segment_bytes, 4096);
@@ -193,6 +194,9 @@ mod tests {
         assert!(validate("segment.bytes", "abc").is_err());
         assert!(validate("cleanup.policy", "delete,compact").is_ok());
         assert!(validate("cleanup.policy", "forever").is_err());
-        assert!(matches!(validate("no.such", "1"), Err(ConfigError::UnknownKey(_))));
+        assert!(matches!(
+            validate("no.such", "1"),
+            Err(ConfigError::UnknownKey(_))
+        ));
     }
 }

@@ -39,7 +39,10 @@ pub fn topic_configs(state: &BrokerState, topic: &Topic) -> Vec<ConfigValue> {
                 .is_some_and(|b| state.config.given.contains_key(b));
             let (value, source) = match overrides.get(*name) {
                 Some(v) => (v.clone(), DYNAMIC_TOPIC_CONFIG),
-                None if from_broker => (topic_config::default_value(defaults, name), STATIC_BROKER_CONFIG),
+                None if from_broker => (
+                    topic_config::default_value(defaults, name),
+                    STATIC_BROKER_CONFIG,
+                ),
                 None => (topic_config::default_value(defaults, name), DEFAULT_CONFIG),
             };
             ConfigValue {

@@ -6,16 +6,17 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
 
-pub fn handle(
-    ctx: &RequestContext<'_>,
-    req: CreatePartitionsRequest,
-) -> CreatePartitionsResponse {
+pub fn handle(ctx: &RequestContext<'_>, req: CreatePartitionsRequest) -> CreatePartitionsResponse {
     let results = req
         .topics
         .into_iter()
         .map(|t| {
             let result = CreatePartitionsTopicResult::default().with_name(t.name.clone());
-            match ctx.state.logs.create_partitions(&t.name, t.count, req.validate_only) {
+            match ctx
+                .state
+                .logs
+                .create_partitions(&t.name, t.count, req.validate_only)
+            {
                 Ok(()) => result,
                 Err(e) => result
                     .with_error_code(e.code())

@@ -9,8 +9,8 @@ use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::RequestContext;
 use super::config_resource::topic_configs;
+use super::RequestContext;
 use crate::ApiError;
 
 /// CreateTopics responses describe the created topic's configs from v5.

@@ -19,14 +19,18 @@ pub fn handle(ctx: &RequestContext<'_>, req: DeleteRecordsRequest) -> DeleteReco
                 .partitions
                 .into_iter()
                 .map(|p| {
-                    let result =
-                        DeleteRecordsPartitionResult::default().with_partition_index(p.partition_index);
+                    let result = DeleteRecordsPartitionResult::default()
+                        .with_partition_index(p.partition_index);
                     let outcome = logs
                         .partition(&topic.name, p.partition_index)
                         .ok_or_else(ApiError::unknown_topic)
                         .and_then(|part| {
                             part.with_log(|log| {
-                                let offset = if p.offset == -1 { log.log_end_offset() } else { p.offset };
+                                let offset = if p.offset == -1 {
+                                    log.log_end_offset()
+                                } else {
+                                    p.offset
+                                };
                                 log.delete_records_before(offset, now_ms())
                             })
                             .map_err(ApiError::from)

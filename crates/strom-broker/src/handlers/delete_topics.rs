@@ -27,7 +27,10 @@ pub fn handle(ctx: &RequestContext<'_>, req: DeleteTopicsRequest) -> DeleteTopic
             let result = DeletableTopicResult::default().with_name(name.clone());
             let outcome = match &name {
                 Some(n) => logs.delete_topic(n),
-                None => Err(ApiError::new(ResponseError::UnknownTopicId, "unknown topic id")),
+                None => Err(ApiError::new(
+                    ResponseError::UnknownTopicId,
+                    "unknown topic id",
+                )),
             };
             match outcome {
                 Ok(deleted_id) => result.with_topic_id(deleted_id),

@@ -25,7 +25,11 @@ fn topic_entries(
     ctx: &RequestContext<'_>,
     name: &str,
 ) -> Result<Vec<DescribeConfigsResourceResult>, ApiError> {
-    let topic = ctx.state.logs.topic(name).ok_or_else(ApiError::unknown_topic)?;
+    let topic = ctx
+        .state
+        .logs
+        .topic(name)
+        .ok_or_else(ApiError::unknown_topic)?;
     Ok(topic_configs(ctx.state, &topic)
         .into_iter()
         .map(|c| entry(c.name, c.value, c.source, false).with_config_type(c.config_type as i8))

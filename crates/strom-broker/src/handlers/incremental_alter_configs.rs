@@ -15,12 +15,20 @@ const DELETE: i8 = 1;
 const APPEND: i8 = 2;
 const SUBTRACT: i8 = 3;
 
-fn alter(ctx: &RequestContext<'_>, resource: &AlterConfigsResource, validate_only: bool) -> Result<(), ApiError> {
+fn alter(
+    ctx: &RequestContext<'_>,
+    resource: &AlterConfigsResource,
+    validate_only: bool,
+) -> Result<(), ApiError> {
     if resource.resource_type != RESOURCE_TOPIC {
         return Err(unsupported_resource(resource.resource_type));
     }
     let name = resource.resource_name.as_str();
-    let topic = ctx.state.logs.topic(name).ok_or_else(ApiError::unknown_topic)?;
+    let topic = ctx
+        .state
+        .logs
+        .topic(name)
+        .ok_or_else(ApiError::unknown_topic)?;
     let mut configs = topic.configs.read().clone();
     for c in &resource.configs {
         let key = c.name.to_string();

@@ -17,7 +17,9 @@ pub fn handle(ctx: &RequestContext<'_>, req: InitProducerIdRequest) -> InitProdu
         // KIP-360: an idempotent producer bumping its own epoch after an error.
         if req.producer_epoch == i16::MAX {
             return match ctx.state.producer_ids.next_id() {
-                Ok(id) => response.with_producer_id(ProducerId(id)).with_producer_epoch(0),
+                Ok(id) => response
+                    .with_producer_id(ProducerId(id))
+                    .with_producer_epoch(0),
                 Err(_) => response.with_error_code(ResponseError::KafkaStorageError.code()),
             };
         }

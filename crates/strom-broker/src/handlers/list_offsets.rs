@@ -24,10 +24,8 @@ fn lookup(log: &PartitionLog, timestamp: i64) -> Result<(i64, i64), LogError> {
         LATEST => (log.log_end_offset(), -1),
         EARLIEST | EARLIEST_LOCAL => (log.log_start_offset(), -1),
         MAX_TIMESTAMP => match log.max_timestamp()? {
-            Some((header, bytes)) => {
-                first_record_at_or_after(&bytes, header.max_timestamp)
-                    .unwrap_or((header.base_offset, header.max_timestamp))
-            }
+            Some((header, bytes)) => first_record_at_or_after(&bytes, header.max_timestamp)
+                .unwrap_or((header.base_offset, header.max_timestamp)),
             None => (-1, -1),
         },
         t if t >= 0 => match log.batch_at_timestamp(t)? {
@@ -50,19 +48,24 @@ pub fn handle(ctx: &RequestContext<'_>, req: ListOffsetsRequest) -> ListOffsetsR
                 .partitions
                 .into_iter()
                 .map(|p| {
-                    let response =
-                        ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index);
+                    let response = ListOffsetsPartitionResponse::default()
+                        .with_partition_index(p.partition_index);
                     let result = logs
                         .partition(&topic.name, p.partition_index)
                         .ok_or_else(ApiError::unknown_topic)
                         .and_then(|part| {
-                            part.with_log(|log| lookup(log, p.timestamp)).map_err(ApiError::from)
+                            part.with_log(|log| lookup(log, p.timestamp))
+                                .map_err(ApiError::from)
                         });
                     match result {
                         Ok((offset, timestamp)) => response
                             .with_offset(offset)
                             .with_timestamp(timestamp)
-                            .with_leader_epoch(if ctx.version >= LEADER_EPOCH_SINCE { 0 } else { -1 }),
+                            .with_leader_epoch(if ctx.version >= LEADER_EPOCH_SINCE {
+                                0
+                            } else {
+                                -1
+                            }),
                         Err(e) => response
                             .with_error_code(e.code())
                             .with_offset(-1)

@@ -37,9 +37,14 @@ pub fn handle(ctx: &RequestContext<'_>, req: MetadataRequest) -> MetadataRespons
                 let found = match &requested.name {
                     Some(name) if auto_create => logs.topic(name).or_else(|| {
                         // A concurrent request may create it first: then look it up again.
-                        logs.create_topic(name, state.config.num_partitions, Default::default(), false)
-                            .ok()
-                            .or_else(|| logs.topic(name))
+                        logs.create_topic(
+                            name,
+                            state.config.num_partitions,
+                            Default::default(),
+                            false,
+                        )
+                        .ok()
+                        .or_else(|| logs.topic(name))
                     }),
                     Some(name) => logs.topic(name),
                     None => logs.topic_by_id(requested.topic_id),
