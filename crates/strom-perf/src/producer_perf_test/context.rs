@@ -89,23 +89,27 @@ impl ClientContext for PerfContext {
     }
 }
 
-impl ProducerContext for PerfContext {
-    type DeliveryOpaque = usize;
-
-    fn delivery(&self, result: &DeliveryResult<'_>, index: usize) {
-        let now = Instant::now();
+impl PerfContext {
+    /// Accounts one delivery report of record `index` received at `now` into `recorder`
+    /// (locked once per batch of reports by the caller): Kafka's statistics on success, a
+    /// failure count otherwise.
+    #[inline]
+    pub fn on_delivery(
+        &self,
+        recorder: &mut Recorder,
+        index: usize,
+        result: Result<usize, &dyn std::fmt::Display>,
+        now: Instant,
+    ) {
         let now_ns = clock::ns_of(now);
         let sent_ns = self.send_times[index & self.mask].load(Ordering::Relaxed);
-        let mut recorder = self.recorder.lock();
         match result {
-            Ok(message) => {
+            Ok(value_len) => {
                 let from_ns = self
                     .intended_ns(index as u64)
                     .map_or(sent_ns, |i| i.min(sent_ns));
                 let hdr_us = now_ns.saturating_sub(from_ns) / 1000;
-                let bytes = self
-                    .fixed_value_len
-                    .unwrap_or_else(|| message.payload_len() as u64);
+                let bytes = self.fixed_value_len.unwrap_or(value_len as u64);
                 recorder.on_success(
                     index as u64,
                     clock::latency_ms(sent_ns, now_ns),
@@ -115,7 +119,23 @@ impl ProducerContext for PerfContext {
                     now,
                 );
             }
-            Err((error, _)) => recorder.on_failure(error),
+            Err(error) => recorder.on_failure(error),
         }
+    }
+}
+
+/// Delivery reports served through rdkafka's `poll` (only during the final flush; the
+/// send loop serves them through [`super::delivery_queue::DeliveryQueue`]).
+impl ProducerContext for PerfContext {
+    type DeliveryOpaque = usize;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, index: usize) {
+        let now = Instant::now();
+        let mut recorder = self.recorder.lock();
+        match result {
+            Ok(message) => self.on_delivery(&mut recorder, index, Ok(message.payload_len()), now),
+            Err((error, _)) => self.on_delivery(&mut recorder, index, Err(error), now),
+        }
+        recorder.add_progress(1);
     }
 }

@@ -6,6 +6,7 @@
 
 pub mod args;
 mod context;
+mod delivery_queue;
 pub mod output;
 pub mod payload;
 mod recorder;

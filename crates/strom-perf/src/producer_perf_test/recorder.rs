@@ -89,7 +89,11 @@ impl Recorder {
             }
         }
         self.series.record(now, 1, bytes);
-        self.progress.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Advances the progress bar by `records` reported deliveries.
+    pub fn add_progress(&self, records: u64) {
+        self.progress.fetch_add(records, Ordering::Relaxed);
     }
 
     /// One failed delivery: counted, not in the statistics, printed as Kafka prints the
@@ -101,7 +105,6 @@ impl Recorder {
         } else if self.failures == PRINTED_FAILURES + 1 {
             eprintln!("(further delivery failures are counted, not printed)");
         }
-        self.progress.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Starts steady-state statistics at the first record after warmup.

@@ -9,6 +9,7 @@ use rdkafka::producer::{BaseProducer, Producer};
 
 use super::args::{PayloadSource, ProducerArgs};
 use super::context::{PerfContext, Schedule};
+use super::delivery_queue::DeliveryQueue;
 use super::output;
 use super::payload::{Keys, Payloads};
 use super::recorder::Recorder;
@@ -28,8 +29,9 @@ const MAX_QUEUE_MESSAGES: usize = 10_000_000;
 /// Serve delivery reports after this many sends, to keep callbacks flowing without a
 /// `poll` call per record.
 const POLL_EVERY: u64 = 64;
-/// How long to wait for queue space before retrying a send.
-const QUEUE_FULL_WAIT: Duration = Duration::from_micros(100);
+/// How long to wait at most for a delivery report (queue space) before retrying a send;
+/// the wait ends as soon as one arrives.
+const QUEUE_FULL_WAIT: Duration = Duration::from_millis(1);
 /// Schedule slack below which the throttled loop sends rather than waits.
 const MIN_WAIT: Duration = Duration::from_millis(1);
 
@@ -126,6 +128,7 @@ pub fn run(
     }
     let transaction_ns = args.transaction_duration_ms.unwrap_or(3000) * 1_000_000;
     let topic = TopicHandle::new(&producer, &args.topic)?;
+    let mut deliveries = DeliveryQueue::new(&producer);
     let start = Instant::now();
     let stats = Stats::new(
         args.num_records,
@@ -138,7 +141,7 @@ pub fn run(
     let mut transaction_size = 0u64;
     for i in 0..args.num_records {
         if let Some(intended) = producer.context().intended_ns(i) {
-            wait_until(&producer, intended);
+            wait_until(&mut deliveries, intended);
         }
         if i == args.warmup_records && i > 0 {
             let now_ms = clock::ms(clock::now_ns());
@@ -161,7 +164,7 @@ pub fn run(
         loop {
             match topic.produce(value, key, i as usize) {
                 Ok(()) => break,
-                Err(SendError::QueueFull) => producer.poll(QUEUE_FULL_WAIT),
+                Err(SendError::QueueFull) => deliveries.serve(QUEUE_FULL_WAIT),
                 Err(SendError::Other(code)) => bail!("send failed: {code}"),
             }
         }
@@ -175,7 +178,7 @@ pub fn run(
             }
         }
         if i % POLL_EVERY == 0 {
-            producer.poll(Duration::ZERO);
+            deliveries.serve(Duration::ZERO);
         }
     }
     if transactions && transaction_size > 0 {
@@ -183,6 +186,7 @@ pub fn run(
             .commit_transaction(Duration::from_secs(60))
             .context("commitTransaction failed")?;
     }
+    drop(deliveries);
     drop(topic);
     producer
         .flush(Duration::from_secs(3600))
@@ -218,14 +222,14 @@ pub fn run(
 
 /// Waits for the intended send time while serving delivery reports; sends up to
 /// `MIN_WAIT` early rather than spin, which the callback accounts for.
-fn wait_until(producer: &BaseProducer<PerfContext>, intended_ns: u64) {
+fn wait_until(deliveries: &mut DeliveryQueue<'_>, intended_ns: u64) {
     loop {
         let now = clock::now_ns();
         let ahead = Duration::from_nanos(intended_ns.saturating_sub(now));
         if ahead < MIN_WAIT {
             return;
         }
-        producer.poll(ahead);
+        deliveries.serve(ahead);
     }
 }
 
