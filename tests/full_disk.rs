@@ -20,8 +20,11 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::util::Timeout;
 use rdkafka::{Message, TopicPartitionList};
 
-/// A tmpfs mount that is unmounted when dropped.
-struct Tmpfs(PathBuf, tempfile::TempDir);
+/// A tmpfs mount that is unmounted when dropped (before its directory is removed).
+struct Tmpfs {
+    path: PathBuf,
+    _dir: tempfile::TempDir,
+}
 
 impl Tmpfs {
     fn mount(size: &str) -> Self {
@@ -34,17 +37,17 @@ impl Tmpfs {
             .status()
             .expect("run mount");
         assert!(status.success(), "mounting a tmpfs needs root");
-        Self(path, dir)
+        Self { path, _dir: dir }
     }
 
     fn path(&self) -> &Path {
-        &self.0
+        &self.path
     }
 }
 
 impl Drop for Tmpfs {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
+        let _ = Command::new("umount").arg(&self.path).status();
     }
 }
 
