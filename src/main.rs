@@ -42,6 +42,9 @@ enum Command {
     /// Kafka's kafka-consumer-perf-test, same flags and output
     #[command(disable_help_flag = true)]
     ConsumerPerfTest(Passthrough),
+    /// Kafka's kafka-consumer-groups: --list, --describe, --delete, --reset-offsets
+    #[command(disable_help_flag = true)]
+    ConsumerGroups(Passthrough),
     /// Kafka's EndToEndLatency tool, same arguments and output
     #[command(disable_help_flag = true)]
     E2eLatency(Passthrough),
@@ -56,6 +59,7 @@ fn main() -> ExitCode {
         Command::Server(p) => strom_broker::cli::main(p.args),
         Command::ProducerPerfTest(p) => strom_perf::producer_perf_test::main(p.args),
         Command::ConsumerPerfTest(p) => strom_perf::consumer_perf_test::main(p.args),
+        Command::ConsumerGroups(p) => strom_perf::consumer_groups::main(p.args),
         Command::E2eLatency(p) => strom_perf::e2e_latency::main(p.args),
         Command::Bench(p) => strom_perf::bench::main(p.args),
     }

@@ -552,3 +552,111 @@ fn kcat_group_consumer_commits_and_resumes() {
         "{second:?}"
     );
 }
+
+/// Runs `strom consumer-groups args...`; returns (success, stdout, stderr).
+fn consumer_groups(args: &[&str]) -> (bool, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_strom"))
+        .arg("consumer-groups")
+        .args(args)
+        .output()
+        .expect("run strom consumer-groups");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// `strom consumer-groups` against a group with a member and without: list, describe
+/// (member, assignment, committed offset, log-end offset, lag), reset-offsets (refused
+/// while the group is active; dry run; execute), delete.
+#[test]
+fn consumer_groups_tool_lists_describes_resets_and_deletes() {
+    let broker = StromBroker::start(&[]);
+    let b = broker.bootstrap();
+    create_topic(&b, "cg-tool", 3);
+    produce(&b, "cg-tool", 3, 10);
+    commit_standalone(&b, "cg", "cg-tool", &[4, 10, 0]);
+
+    let (ok, out, _) = consumer_groups(&["--bootstrap-server", &b, "--list"]);
+    assert!(ok && out.lines().any(|l| l == "cg"), "{out}");
+
+    let (ok, out, err) =
+        consumer_groups(&["--bootstrap-server", &b, "--describe", "--group", "cg"]);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("Consumer group 'cg' has no active members."),
+        "{err}"
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[1].starts_with("GROUP           TOPIC           PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG             CONSUMER-ID"), "{out}");
+    let row0: Vec<&str> = lines[2].split_whitespace().collect();
+    assert_eq!(
+        row0,
+        ["cg", "cg-tool", "0", "4", "10", "6", "-", "-", "-"],
+        "{out}"
+    );
+
+    // An active member: shown with its assignment; offsets cannot be reset under it.
+    let member = Member::start(0, &b, "cg", "cg-tool", "range", Arc::new(Shared::default()));
+    wait_for(
+        "the member to show in --describe",
+        || {
+            let (_, out, _) =
+                consumer_groups(&["--bootstrap-server", &b, "--describe", "--group", "cg"]);
+            out.lines()
+                .filter(|l| l.contains("/127.0.0.1") && l.contains("member-0"))
+                .count()
+                == 3
+        },
+        String::new,
+    );
+    let reset = |extra: &[&str]| {
+        let mut args = vec![
+            "--bootstrap-server",
+            &b,
+            "--reset-offsets",
+            "--group",
+            "cg",
+            "--topic",
+            "cg-tool",
+        ];
+        args.extend_from_slice(extra);
+        consumer_groups(&args)
+    };
+    let (ok, _, err) = reset(&["--to-earliest", "--execute"]);
+    assert!(
+        !ok && err.contains("is inactive, but the current state is Stable"),
+        "{err}"
+    );
+    member.close();
+
+    let before = committed(&b, "cg", "cg-tool");
+    let (ok, out, _) = reset(&["--to-offset", "3", "--dry-run"]);
+    assert!(ok && out.contains("NEW-OFFSET"), "{out}");
+    assert_eq!(
+        committed(&b, "cg", "cg-tool"),
+        before,
+        "a dry run changed offsets"
+    );
+    let (ok, _, err) = reset(&["--to-earliest", "--execute"]);
+    assert!(ok, "{err}");
+    assert_eq!(committed(&b, "cg", "cg-tool"), vec![0, 0, 0]);
+    let (ok, out, _) = reset(&["--to-latest", "--execute"]);
+    assert!(
+        ok && out
+            .lines()
+            .filter(|l| l.trim_end().ends_with(" 10"))
+            .count()
+            == 3,
+        "{out}"
+    );
+
+    let (ok, out, _) = consumer_groups(&["--bootstrap-server", &b, "--delete", "--group", "cg"]);
+    assert!(
+        ok && out.contains("Deletion of requested consumer groups ('cg') was successful."),
+        "{out}"
+    );
+    let (_, _, err) = consumer_groups(&["--bootstrap-server", &b, "--describe", "--group", "cg"]);
+    assert!(err.contains("Consumer group 'cg' does not exist."), "{err}");
+}

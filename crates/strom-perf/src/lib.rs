@@ -8,6 +8,7 @@ pub mod bench;
 pub mod cli;
 pub mod clock;
 pub mod cluster;
+pub mod consumer_groups;
 pub mod consumer_perf_test;
 pub mod date_format;
 pub mod e2e_latency;

@@ -1,10 +1,15 @@
 //! One member of a classic group, as the coordinator tracks it between requests.
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::classic_group::{JoinOutcome, SyncOutcome};
+
+/// Kafka's `GroupCoordinator.NewMemberJoinTimeoutMs`.
+const NEW_MEMBER_JOIN_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// A member: who it is, what it supports, what it was assigned, and the requests of it
 /// that wait for the rebalance to progress.
@@ -30,7 +35,8 @@ pub struct Member {
     /// When the member is declared dead unless it heartbeats (or joins/syncs) before.
     pub heartbeat_deadline: Instant,
     /// Set until the member's first rebalance completes: a new member that vanishes
-    /// while waiting to join is expired like any other, not kept alive by its wait.
+    /// while waiting to join is expired (after the new-member join timeout), not kept
+    /// alive by its wait.
     pub is_new: bool,
 }
 
@@ -44,9 +50,17 @@ impl Member {
         now < self.heartbeat_deadline
     }
 
+    /// Pushes the session deadline forward from `now`. A member that has not yet been
+    /// part of a generation gets Kafka's five minutes to complete its first join instead:
+    /// the join phase waits for the other members, which may take longer than one
+    /// session timeout, and expiring the newcomer then would only restart it.
     pub fn refresh_session(&mut self, now: Instant) {
-        self.heartbeat_deadline =
-            now + std::time::Duration::from_millis(self.session_timeout_ms.max(0) as u64);
+        let timeout = if self.is_new {
+            NEW_MEMBER_JOIN_TIMEOUT
+        } else {
+            Duration::from_millis(self.session_timeout_ms.max(0) as u64)
+        };
+        self.heartbeat_deadline = now + timeout;
     }
 
     /// The metadata this member gave for `protocol`.
