@@ -1,5 +1,6 @@
 //! Topic set-up through the Admin API, for runs that need a partition count the broker's
-//! auto-creation would not give (bench's 6- and 2-partition topics, e2e-latency's topic).
+//! auto-creation would not give (bench's 6- and 2-partition topics, e2e-latency's topic),
+//! and clean-up for runs whose topics would otherwise fill the disk (consumer-scaling's).
 
 use std::time::Duration;
 
@@ -38,23 +39,53 @@ pub fn create_topic(
     partitions: i32,
     replication: i32,
 ) -> Result<bool> {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .create()
-        .context("cannot create an admin client")?;
+    let admin = Admin::connect(bootstrap)?;
     let new_topic = NewTopic::new(topic, partitions, TopicReplication::Fixed(replication));
-    let options = AdminOptions::new().operation_timeout(Some(TIMEOUT));
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start a runtime for the admin client")?;
-    let results = runtime
-        .block_on(admin.create_topics([&new_topic], &options))
+    let results = admin
+        .runtime
+        .block_on(admin.client.create_topics([&new_topic], &admin.options))
         .with_context(|| format!("CreateTopics {topic} failed"))?;
     match results.into_iter().next() {
         Some(Ok(_)) => Ok(true),
         Some(Err((_, RDKafkaErrorCode::TopicAlreadyExists))) => Ok(false),
         Some(Err((_, code))) => Err(anyhow::anyhow!("CreateTopics {topic} failed: {code}")),
         None => Err(anyhow::anyhow!("CreateTopics {topic} returned no result")),
+    }
+}
+
+/// Deletes `topic`; one that is already gone is no error.
+pub fn delete_topic(bootstrap: &str, topic: &str) -> Result<()> {
+    let admin = Admin::connect(bootstrap)?;
+    let results = admin
+        .runtime
+        .block_on(admin.client.delete_topics(&[topic], &admin.options))
+        .with_context(|| format!("DeleteTopics {topic} failed"))?;
+    match results.into_iter().next() {
+        Some(Ok(_)) | Some(Err((_, RDKafkaErrorCode::UnknownTopicOrPartition))) => Ok(()),
+        Some(Err((_, code))) => Err(anyhow::anyhow!("DeleteTopics {topic} failed: {code}")),
+        None => Err(anyhow::anyhow!("DeleteTopics {topic} returned no result")),
+    }
+}
+
+/// An admin client with the runtime its futures are driven on, for one request.
+struct Admin {
+    client: AdminClient<DefaultClientContext>,
+    options: AdminOptions,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl Admin {
+    fn connect(bootstrap: &str) -> Result<Self> {
+        Ok(Self {
+            client: ClientConfig::new()
+                .set("bootstrap.servers", bootstrap)
+                .create()
+                .context("cannot create an admin client")?,
+            options: AdminOptions::new().operation_timeout(Some(TIMEOUT)),
+            runtime: tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("cannot start a runtime for the admin client")?,
+        })
     }
 }

@@ -1,10 +1,23 @@
-//! `strom bench` arguments.
+//! `strom bench` arguments, shared by its experiments (`strom bench` itself and
+//! `strom bench consumer-scaling`), which differ only in their defaults.
 
 use crate::cli::{self, CliError, OptionSpec};
 
-/// Records per unthrottled run by default: keeps the whole bench under a minute on a
-/// 2-core machine with an embedded broker.
-pub const DEFAULT_RECORDS: u64 = 2_000_000;
+/// What a bench command uses for the flags the user leaves out.
+#[derive(Debug, Clone, Copy)]
+pub struct Defaults {
+    pub records: u64,
+    pub json: &'static str,
+    pub html: &'static str,
+}
+
+/// `strom bench`: 2M records per unthrottled run keeps the whole bench under a minute on
+/// a 2-core machine with an embedded broker.
+pub const BENCH: Defaults = Defaults {
+    records: 2_000_000,
+    json: "strom-bench.json",
+    html: "strom-bench.html",
+};
 
 const SPECS: &[OptionSpec] = &[
     OptionSpec::flag("help"),
@@ -17,8 +30,9 @@ const SPECS: &[OptionSpec] = &[
 #[derive(Debug, Clone, PartialEq)]
 pub struct BenchArgs {
     pub bootstrap_server: Option<String>,
-    /// Records of each unthrottled producer run and each consumer run; the throttled run
-    /// sends half as many (five seconds at 100k records/s by default).
+    /// Records of each run: for `strom bench`, each unthrottled producer run and each
+    /// consumer run (the throttled run sends half as many: five seconds at 100k
+    /// records/s by default); for consumer-scaling, each topic.
     pub records: u64,
     pub json: String,
     pub html: String,
@@ -40,6 +54,8 @@ published ones:
   --records N         records per run (default: 2000000; the throttled run sends N/2)
   --json FILE         JSON report (default: strom-bench.json)
   --html FILE         HTML report (default: strom-bench.html)
+
+Seed 004's consumer-scaling experiment: strom bench consumer-scaling --help
 ";
 
 pub enum Outcome {
@@ -47,7 +63,7 @@ pub enum Outcome {
     Error(String),
 }
 
-pub fn parse(args: &[String]) -> Result<BenchArgs, Outcome> {
+pub fn parse(args: &[String], defaults: &Defaults) -> Result<BenchArgs, Outcome> {
     let p = cli::parse(args, SPECS, false).map_err(|e| {
         Outcome::Error(match e {
             CliError::Unrecognized(t) => format!("unrecognized argument: {t}"),
@@ -59,7 +75,7 @@ pub fn parse(args: &[String]) -> Result<BenchArgs, Outcome> {
         return Err(Outcome::Help);
     }
     let records = match p.value("records") {
-        None => DEFAULT_RECORDS,
+        None => defaults.records,
         Some(raw) => match raw.parse::<u64>() {
             Ok(n) if n >= 2 => n,
             _ => {
@@ -72,7 +88,61 @@ pub fn parse(args: &[String]) -> Result<BenchArgs, Outcome> {
     Ok(BenchArgs {
         bootstrap_server: p.value("bootstrap-server").map(String::from),
         records,
-        json: p.value("json").unwrap_or("strom-bench.json").to_string(),
-        html: p.value("html").unwrap_or("strom-bench.html").to_string(),
+        json: p.value("json").unwrap_or(defaults.json).to_string(),
+        html: p.value("html").unwrap_or(defaults.html).to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn leaves_out_flags_to_the_commands_defaults() {
+        let parsed = parse(&[], &BENCH).unwrap_or_else(|_| panic!("no flags are valid"));
+        assert_eq!(
+            parsed,
+            BenchArgs {
+                bootstrap_server: None,
+                records: 2_000_000,
+                json: "strom-bench.json".into(),
+                html: "strom-bench.html".into(),
+            }
+        );
+    }
+
+    #[test]
+    fn reads_every_flag() {
+        let parsed = parse(
+            &args("--bootstrap-server h:9092 --records 3000 --json a.json --html a.html"),
+            &BENCH,
+        )
+        .unwrap_or_else(|_| panic!("valid flags"));
+        assert_eq!(parsed.bootstrap_server.as_deref(), Some("h:9092"));
+        assert_eq!(parsed.records, 3000);
+        assert_eq!(
+            (parsed.json.as_str(), parsed.html.as_str()),
+            ("a.json", "a.html")
+        );
+    }
+
+    #[test]
+    fn rejects_bad_input() {
+        let error = |s: &str| match parse(&args(s), &BENCH) {
+            Err(Outcome::Error(message)) => message,
+            _ => panic!("{s} must be rejected"),
+        };
+        assert_eq!(
+            error("--records 1"),
+            "--records must be an integer of at least 2, not 1"
+        );
+        assert!(error("--records x").contains("not x"));
+        assert_eq!(error("--records"), "--records needs a value");
+        assert_eq!(error("--threads 3"), "unrecognized argument: --threads");
+        assert!(matches!(parse(&args("--help"), &BENCH), Err(Outcome::Help)));
+    }
 }

@@ -1,7 +1,9 @@
 //! `strom bench`: the seed experiments (reports 000 and 002) in one command, strom's
-//! figures printed beside the published ones, with JSON and HTML reports.
+//! figures printed beside the published ones, with JSON and HTML reports;
+//! `strom bench consumer-scaling` runs seed 004 the same way.
 
 pub mod args;
+pub mod consumer_scaling;
 pub mod seeds;
 pub mod table;
 
@@ -21,27 +23,48 @@ use crate::producer_perf_test::{
 };
 use crate::report::{ComparisonRow, Report};
 use crate::topics;
-use args::{BenchArgs, Outcome};
+use args::{BenchArgs, Defaults, Outcome};
 use seeds::ProducerFigures;
 use table::thousands;
 
 pub fn main(argv: Vec<String>) -> ExitCode {
-    let args = match args::parse(&argv) {
+    match argv.split_first() {
+        Some((first, rest)) if first == "consumer-scaling" => command(
+            "bench consumer-scaling",
+            rest,
+            &consumer_scaling::DEFAULTS,
+            consumer_scaling::HELP,
+            consumer_scaling::run,
+        ),
+        _ => command("bench", &argv, &args::BENCH, args::HELP, run),
+    }
+}
+
+/// Parses the flags of the bench command `name` and runs it; `run` gets the flags as given,
+/// for the report's command line.
+fn command(
+    name: &str,
+    argv: &[String],
+    defaults: &Defaults,
+    help: &str,
+    run: fn(&BenchArgs, &[String]) -> Result<()>,
+) -> ExitCode {
+    let args = match args::parse(argv, defaults) {
         Ok(args) => args,
         Err(Outcome::Help) => {
-            print!("{}", args::HELP);
+            print!("{help}");
             return ExitCode::SUCCESS;
         }
         Err(Outcome::Error(message)) => {
-            eprintln!("strom bench: {message}");
-            eprint!("{}", args::HELP);
+            eprintln!("strom {name}: {message}");
+            eprint!("{help}");
             return ExitCode::FAILURE;
         }
     };
-    match run(&args, &argv) {
+    match run(&args, argv) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("strom bench: {e:#}");
+            eprintln!("strom {name}: {e:#}");
             ExitCode::FAILURE
         }
     }
@@ -148,10 +171,15 @@ pub fn run(args: &BenchArgs, argv: &[String]) -> Result<()> {
     }
     drop(cluster);
 
+    finish(&report, args, "run", started)
+}
+
+/// Prints the comparison table and a line on what was run, then writes both reports.
+fn finish(report: &Report, args: &BenchArgs, unit: &str, started: Instant) -> Result<()> {
     println!("{}", table::render(&report.comparison));
     println!(
-        "\nstrom: {} records per run against {}; {:.1} s in all. Seed figures: shared/seeds/README.md.",
-        n,
+        "\nstrom: {} records per {unit} against {}; {:.1} s in all. Seed figures: shared/seeds/README.md.",
+        args.records,
         args.bootstrap_server.as_deref().unwrap_or("an embedded strom broker"),
         started.elapsed().as_secs_f64()
     );

@@ -1,5 +1,5 @@
 //! The figures the seed reports published, which `strom bench` sets strom's beside.
-//! Source: shared/seeds/README.md (reports 000 and 002).
+//! Source: shared/seeds/README.md (reports 000, 002 and 004).
 
 /// Seed 002, default producer settings: 759k rec/s, 72 MB/s, p50 3 ms, p99 71 ms.
 pub const DEFAULT_PRODUCER: ProducerFigures = ProducerFigures {
@@ -67,3 +67,15 @@ pub struct ProducerFigures {
     pub p999_ms: Option<u32>,
     pub max_ms: Option<u32>,
 }
+
+/// Consumers in the group in seed 004's runs: 6 is more than the 3 partitions on purpose.
+pub const CONSUMER_COUNTS: [usize; 3] = [1, 3, 6];
+
+/// Seed 004 (10M records per 3-partition topic, no-op handler): record size in bytes →
+/// records/s with 1, 3 and 6 consumers.
+pub const CONSUMER_SCALING: [(usize, [f64; 3]); 4] = [
+    (10, [150_000.0, 200_000.0, 210_000.0]),
+    (100, [115_000.0, 195_000.0, 195_000.0]),
+    (1000, [110_000.0, 140_000.0, 140_000.0]),
+    (5000, [60_000.0, 70_000.0, 70_000.0]),
+];

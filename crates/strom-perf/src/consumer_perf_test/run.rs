@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 use rdkafka::client::ClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
-use rdkafka::message::{Message, Timestamp};
+use rdkafka::message::{BorrowedMessage, Message, Timestamp};
 
 use super::args::ConsumerArgs;
 use super::output::{self, Progress, Summary};
@@ -33,7 +33,18 @@ pub struct ConsumerResult {
     pub histogram: LatencyHistogram,
     pub series: Vec<SeriesPoint>,
     pub settings: Vec<(String, String)>,
+    /// Records each consumer of the group received, in thread order: shows which members
+    /// sat idle (more consumers than partitions) or took over after a rebalance.
+    pub per_consumer: Vec<u64>,
+    /// From the first record any consumer received to the last: the consuming time
+    /// without the group join before it (`None` when no record arrived).
+    pub first_to_last: Option<Duration>,
 }
+
+/// What each consumer does with every record before polling on: `strom bench
+/// consumer-scaling` passes records to a no-op handler as seed 004's forwarding consumer
+/// does; consumer-perf-test only counts them, as Kafka's tool does.
+pub type Handler = dyn Fn(&BorrowedMessage<'_>) + Sync;
 
 /// Wall-clock milliseconds, as `System.currentTimeMillis()`.
 pub fn wall_ms() -> i64 {
@@ -117,6 +128,16 @@ pub fn run(
     bootstrap: &str,
     out: &mut (dyn Write + Send),
 ) -> Result<ConsumerResult> {
+    run_with_handler(args, bootstrap, out, &|_| {})
+}
+
+/// [`run`], with `handler` called on every record.
+pub fn run_with_handler(
+    args: &ConsumerArgs,
+    bootstrap: &str,
+    out: &mut (dyn Write + Send),
+    handler: &Handler,
+) -> Result<ConsumerResult> {
     let group = args
         .group
         .clone()
@@ -142,7 +163,9 @@ pub fn run(
             .map(|thread| {
                 let (shared, mapped, out, counter) = (&shared, &mapped, &out, Arc::clone(&counter));
                 scope.spawn(move || {
-                    consume(thread, args, mapped, shared, start, start_ms, out, counter)
+                    consume(
+                        thread, args, mapped, shared, start, start_ms, out, counter, handler,
+                    )
                 })
             })
             .collect();
@@ -158,8 +181,16 @@ pub fn run(
     let mut series = ThroughputSeries::new(start);
     let mut join_time_ms = 0;
     let mut last_stats = None;
+    let mut per_consumer = Vec::with_capacity(outcomes.len());
+    let mut first_record: Option<Instant> = None;
+    let mut last_record: Option<Instant> = None;
     for outcome in outcomes {
         let outcome = outcome?;
+        per_consumer.push(outcome.records);
+        if let Some((first, last)) = outcome.first_and_last {
+            first_record = Some(first_record.map_or(first, |t| t.min(first)));
+            last_record = Some(last_record.map_or(last, |t| t.max(last)));
+        }
         histogram.add(&outcome.histogram);
         series.merge(&outcome.series);
         join_time_ms = join_time_ms.max(outcome.join_time_ms);
@@ -200,6 +231,8 @@ pub fn run(
         histogram,
         series: series.points(end),
         settings: mapped.settings.clone(),
+        per_consumer,
+        first_to_last: first_record.zip(last_record).map(|(f, l)| l - f),
     })
 }
 
@@ -208,6 +241,9 @@ struct ConsumerOutcome {
     series: ThroughputSeries,
     join_time_ms: u64,
     stats: Option<Vec<u8>>,
+    records: u64,
+    /// When this consumer received its first and its last record.
+    first_and_last: Option<(Instant, Instant)>,
 }
 
 /// One consumer's loop, until the group has read the target or this consumer saw no record
@@ -223,6 +259,7 @@ fn consume(
     start_ms: i64,
     out: &Mutex<&mut (dyn Write + Send)>,
     counter: Arc<AtomicU64>,
+    handler: &Handler,
 ) -> Result<ConsumerOutcome> {
     let mut config = ClientConfig::new();
     mapped.settings.iter().for_each(|(k, v)| {
@@ -248,6 +285,8 @@ fn consume(
     let (mut last_messages, mut last_bytes) = (0u64, 0u64);
     let mut first_row = true;
     let mut in_batch = 0u64;
+    let mut records = 0u64;
+    let mut first_and_last: Option<(Instant, Instant)> = None;
     // librdkafka reports transient connection errors through poll; each is shown once.
     let mut reported_errors = std::collections::HashSet::new();
     while !shared.stop.load(Ordering::Relaxed)
@@ -281,12 +320,15 @@ fn consume(
             in_batch = 0;
         }
         in_batch += 1;
+        handler(&message);
+        records += 1;
         let size = (message.key_len() + message.payload_len()) as u64;
         let messages = shared.messages.fetch_add(1, Ordering::Relaxed) + 1;
         let bytes = shared.bytes.fetch_add(size, Ordering::Relaxed) + size;
         counter.fetch_add(1, Ordering::Relaxed);
         let arrived = Instant::now();
         series.record(arrived, 1, size);
+        first_and_last = Some((first_and_last.map_or(arrived, |(f, _)| f), arrived));
         if let Timestamp::CreateTime(ts) | Timestamp::LogAppendTime(ts) = message.timestamp() {
             histogram.record((now_ms - ts).max(0) as u64 * 1000);
         }
@@ -328,5 +370,7 @@ fn consume(
         series,
         join_time_ms,
         stats,
+        records,
+        first_and_last,
     })
 }
