@@ -268,6 +268,89 @@ fn bench_runs_every_experiment_and_writes_reports() {
 }
 
 #[test]
+fn bench_consumer_scaling_runs_every_size_and_group_against_the_embedded_broker() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("s.json");
+    let html = dir.path().join("s.html");
+    let output = strom(&[
+        "bench",
+        "consumer-scaling",
+        "--records",
+        "3000",
+        "--json",
+        json.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    let stdout = stdout_of(&output);
+    assert!(!stdout.contains("failed"), "{stdout}");
+    assert!(!stdout.contains("timed out"), "{stdout}");
+    for size in [10, 100, 1000, 5000] {
+        assert!(
+            stdout.contains(&format!("004 {size}-byte records")),
+            "missing {size}-byte records:\n{stdout}"
+        );
+    }
+    let rate_rows = stdout.lines().filter(|l| l.contains("records/s, ")).count();
+    assert_eq!(
+        rate_rows,
+        4 * 3,
+        "one records/s row per size and group:\n{stdout}"
+    );
+    for seed in [
+        "150,000", "210,000", "195,000", "140,000", "60,000", "70,000",
+    ] {
+        assert!(
+            stdout.contains(seed),
+            "seed figure {seed} missing:\n{stdout}"
+        );
+    }
+
+    let report = std::fs::read_to_string(&json).unwrap();
+    for size in [10, 100, 1000, 5000] {
+        for (consumers, label) in [(1, "1 consumer"), (3, "3 consumers"), (6, "6 consumers")] {
+            let figure = |metric: &str| {
+                comparison_figure(
+                    &report,
+                    &format!("004 {size}-byte records"),
+                    &format!("{metric}, {label}"),
+                )
+            };
+            let rate: f64 = figure("records/s").replace(',', "").parse().unwrap();
+            assert!(rate > 0.0, "{size} B, {label}: {rate}");
+            assert_eq!(figure("committed offsets"), "3,000", "{size} B, {label}");
+            let per_consumer = figure("records per consumer");
+            let counts: Vec<u64> = per_consumer
+                .split(" / ")
+                .map(|c| c.replace(',', "").parse().unwrap())
+                .collect();
+            assert_eq!(counts.len(), consumers, "{per_consumer}");
+            assert_eq!(counts.iter().sum::<u64>(), 3000, "{per_consumer}");
+        }
+    }
+    assert_eq!(
+        report.matches("\"tool\": \"consumer-perf-test\"").count(),
+        12,
+        "one consumer run per size and group"
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("004 5000-byte records"));
+}
+
+/// The `strom` figure of the comparison row (`experiment`, `metric`) in a pretty-printed
+/// JSON report.
+fn comparison_figure(report: &str, experiment: &str, metric: &str) -> String {
+    let row = format!(
+        "\"experiment\": \"{experiment}\",\n      \"metric\": \"{metric}\",\n      \"strom\": \""
+    );
+    let at = report
+        .find(&row)
+        .unwrap_or_else(|| panic!("no row {experiment} / {metric} in the report"))
+        + row.len();
+    report[at..].split('"').next().unwrap().to_string()
+}
+
+#[test]
 fn validation_errors_use_kafkas_words() {
     let output = strom(&[
         "producer-perf-test",
