@@ -39,7 +39,6 @@ const ACCEPTED_WITHOUT_EFFECT: &[&str] = &[
     "transaction.state.log.min.isr",
     "default.replication.factor",
     "min.insync.replicas",
-    "group.initial.rebalance.delay.ms",
     "process.roles",
     "controller.quorum.voters",
     "controller.quorum.bootstrap.servers",
@@ -127,6 +126,9 @@ pub struct BrokerConfig {
     /// `group.max.size`: Kafka's default is unbounded; strom caps groups at 1000 members
     /// so that one group cannot grow the coordinator's memory without limit.
     pub group_max_size: usize,
+    /// `group.initial.rebalance.delay.ms`: how long an empty group waits for more members
+    /// before its first rebalance (Kafka's default 3000; its sample server.properties uses 0).
+    pub group_initial_rebalance_delay_ms: i32,
     /// `offset.metadata.max.bytes`
     pub offset_metadata_max_bytes: usize,
     /// Every key as given, for DescribeConfigs on the broker resource.
@@ -197,6 +199,7 @@ impl BrokerConfig {
             group_min_session_timeout_ms: 6_000,
             group_max_session_timeout_ms: 1_800_000,
             group_max_size: 1000,
+            group_initial_rebalance_delay_ms: 3000,
             offset_metadata_max_bytes: 4096,
             given: props.clone(),
         };
@@ -274,6 +277,9 @@ impl BrokerConfig {
                 "fetch.max.bytes" => c.fetch_max_bytes = at_least(k, parse_num(k, v)?, 1024)?,
                 "group.min.session.timeout.ms" => c.group_min_session_timeout_ms = parse_num(k, v)?,
                 "group.max.session.timeout.ms" => c.group_max_session_timeout_ms = parse_num(k, v)?,
+                "group.initial.rebalance.delay.ms" => {
+                    c.group_initial_rebalance_delay_ms = at_least(k, parse_num(k, v)?, 0)?
+                }
                 "group.max.size" => c.group_max_size = at_least(k, parse_num(k, v)?, 1)?,
                 "offset.metadata.max.bytes" => {
                     c.offset_metadata_max_bytes = at_least(k, parse_num(k, v)?, 0)?

@@ -42,6 +42,7 @@ impl Broker {
                 min_session_timeout_ms: self.config.group_min_session_timeout_ms,
                 max_session_timeout_ms: self.config.group_max_session_timeout_ms,
                 max_size: self.config.group_max_size,
+                initial_rebalance_delay_ms: self.config.group_initial_rebalance_delay_ms,
             },
             &self.config.log_dirs[0].join("__strom_metadata"),
         )?;

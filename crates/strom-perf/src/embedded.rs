@@ -42,9 +42,13 @@ impl EmbeddedBroker {
         let log_dir = data_dir.path().join("data");
         let stderr_path = data_dir.path().join("broker.stderr");
         let stderr = std::fs::File::create(&stderr_path)?;
+        // A group forms as soon as its members have joined, as with the
+        // `group.initial.rebalance.delay.ms=0` of Kafka's sample server.properties: a
+        // benchmark should not count a wait for members that will never come.
         command
             .arg("server")
             .args(["--override", "listeners=PLAINTEXT://127.0.0.1:0"])
+            .args(["--override", "group.initial.rebalance.delay.ms=0"])
             .arg("--override")
             .arg(format!("log.dirs={}", log_dir.display()));
         for (key, value) in overrides {

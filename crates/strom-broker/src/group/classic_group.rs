@@ -97,6 +97,8 @@ pub struct JoinParams {
     pub require_known_member_id: bool,
     /// `group.max.size`
     pub max_size: usize,
+    /// `group.initial.rebalance.delay.ms`
+    pub initial_rebalance_delay_ms: i32,
 }
 
 /// A SyncGroup request, in the coordinator's terms.
@@ -148,6 +150,11 @@ pub struct Group {
     pending_sync: HashSet<String>,
     rebalance_deadline: Option<Instant>,
     sync_deadline: Option<Instant>,
+    /// While an empty group's first rebalance is held back for
+    /// `group.initial.rebalance.delay.ms` (Kafka's InitialDelayedJoin): (when the delay ends,
+    /// the delay, the latest it may be pushed to). Members starting together then form
+    /// one generation instead of a rebalance per arrival.
+    initial_delay: Option<(Instant, Duration, Instant)>,
     next_seq: u64,
 }
 
@@ -170,6 +177,7 @@ impl Group {
             pending_sync: HashSet::new(),
             rebalance_deadline: None,
             sync_deadline: None,
+            initial_delay: None,
             next_seq: 0,
         }
     }
@@ -379,10 +387,39 @@ impl Group {
         if self.leader.is_none() {
             self.leader = Some(member_id.clone());
         }
+        let was_empty = self.state == GroupState::Empty;
+        let rebalance_timeout = millis(p.rebalance_timeout_ms);
         self.members.insert(member_id, member);
+        self.hold_initial_rebalance(
+            was_empty,
+            millis(p.initial_rebalance_delay_ms),
+            rebalance_timeout,
+            now,
+        );
         self.maybe_prepare_rebalance(now);
         self.try_complete_join(now);
         Reply::Wait(rx)
+    }
+
+    /// Starts the initial delay when the first member joins an empty group, and pushes
+    /// it back by one delay when another member joins during it, never past the
+    /// rebalance timeout counted from the first join.
+    fn hold_initial_rebalance(
+        &mut self,
+        was_empty: bool,
+        delay: Duration,
+        rebalance_timeout: Duration,
+        now: Instant,
+    ) {
+        if delay.is_zero() {
+            return;
+        }
+        if was_empty {
+            let limit = now + rebalance_timeout;
+            self.initial_delay = Some(((now + delay).min(limit), delay, limit));
+        } else if let Some((until, delay, limit)) = self.initial_delay {
+            self.initial_delay = Some(((now + delay).min(limit).max(until), delay, limit));
+        }
     }
 
     /// A static member rejoined without its member id (it restarted): the new id takes
@@ -502,6 +539,10 @@ impl Group {
     }
 
     fn try_complete_join(&mut self, now: Instant) {
+        if self.initial_delay.is_some_and(|(until, _, _)| now < until) {
+            return;
+        }
+        self.initial_delay = None;
         if self.state == GroupState::PreparingRebalance
             && self.pending_members.is_empty()
             && self.members.values().all(|m| m.awaiting_join.is_some())
@@ -806,11 +847,14 @@ impl Group {
             changed = true;
         }
         if self.state == GroupState::PreparingRebalance {
+            let delay_over = self.initial_delay.is_some_and(|(until, _, _)| until <= now);
             if self.rebalance_deadline.is_some_and(|d| d <= now) {
+                self.initial_delay = None;
                 self.complete_join(now);
                 changed = true;
-            } else if changed {
+            } else if changed || delay_over {
                 self.try_complete_join(now);
+                changed = true;
             }
         }
         if self.state == GroupState::CompletingRebalance
@@ -834,7 +878,10 @@ impl Group {
             .filter(|m| m.is_new || (m.awaiting_join.is_none() && m.awaiting_sync.is_none()))
             .map(|m| m.heartbeat_deadline);
         let phase = match self.state {
-            GroupState::PreparingRebalance => self.rebalance_deadline,
+            GroupState::PreparingRebalance => self
+                .initial_delay
+                .map(|(until, _, _)| until)
+                .or(self.rebalance_deadline),
             GroupState::CompletingRebalance => self.sync_deadline,
             _ => None,
         };
@@ -892,5 +939,59 @@ impl Group {
             .values()
             .map(|m| m.metadata(&protocol))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn join_params(member_id: &str, delay_ms: i32) -> JoinParams {
+        JoinParams {
+            member_id: member_id.to_string(),
+            group_instance_id: None,
+            client_id: "test".to_string(),
+            client_host: "/127.0.0.1".to_string(),
+            session_timeout_ms: 10_000,
+            rebalance_timeout_ms: 60_000,
+            protocol_type: "consumer".to_string(),
+            protocols: vec![("range".to_string(), Bytes::new())],
+            require_known_member_id: false,
+            max_size: 100,
+            initial_rebalance_delay_ms: delay_ms,
+        }
+    }
+
+    fn generation_of(reply: Reply<JoinOutcome>) -> i32 {
+        match reply {
+            Reply::Wait(mut rx) => rx.try_recv().expect("join completed").generation_id,
+            Reply::Now(outcome) => outcome.generation_id,
+        }
+    }
+
+    #[test]
+    fn members_joining_within_the_initial_delay_form_one_generation() {
+        let start = Instant::now();
+        let second = Duration::from_secs(1);
+        let mut group = Group::new("g");
+        let first = group.join(join_params("", 3000), start);
+        let late = group.join(join_params("", 3000), start + 2 * second);
+        // The second arrival pushed the delay to 2 s + 3 s: nothing completes at 4 s.
+        group.expire(start + 4 * second);
+        assert_eq!(group.state, GroupState::PreparingRebalance);
+        assert_eq!(group.next_deadline(), Some(start + 5 * second));
+        group.expire(start + 5 * second);
+        assert_eq!(group.state, GroupState::CompletingRebalance);
+        assert_eq!(generation_of(first), 1);
+        assert_eq!(generation_of(late), 1);
+        assert_eq!(group.member_count(), 2);
+    }
+
+    #[test]
+    fn without_an_initial_delay_the_first_member_completes_the_join_at_once() {
+        let mut group = Group::new("g");
+        let reply = group.join(join_params("", 0), Instant::now());
+        assert_eq!(group.state, GroupState::CompletingRebalance);
+        assert_eq!(generation_of(reply), 1);
     }
 }

@@ -31,6 +31,8 @@ pub struct CoordinatorConfig {
     pub min_session_timeout_ms: i32,
     pub max_session_timeout_ms: i32,
     pub max_size: usize,
+    /// `group.initial.rebalance.delay.ms`
+    pub initial_rebalance_delay_ms: i32,
 }
 
 /// A group and what wakes its timer.
@@ -129,6 +131,7 @@ impl GroupCoordinator {
             return JoinOutcome::error(e, &params.member_id);
         }
         params.max_size = self.config.max_size;
+        params.initial_rebalance_delay_ms = self.config.initial_rebalance_delay_ms;
         let member_id = params.member_id.clone();
         let entry = if member_id.is_empty() {
             self.entry_or_create(group_id)
@@ -138,6 +141,7 @@ impl GroupCoordinator {
                 None => return JoinOutcome::error(ResponseError::UnknownMemberId, &member_id),
             }
         };
+        tracing::debug!(group = group_id, member = %member_id, "join requested");
         let reply = entry.group.lock().join(params, Instant::now());
         Self::arm_timer(&entry, true);
         let outcome = match reply {
@@ -146,6 +150,14 @@ impl GroupCoordinator {
                 .await
                 .unwrap_or_else(|_| JoinOutcome::error(ResponseError::UnknownMemberId, &member_id)),
         };
+        tracing::debug!(
+            group = group_id,
+            member = %outcome.member_id,
+            generation = outcome.generation_id,
+            leader = %outcome.leader,
+            error = ?outcome.error,
+            "join completed"
+        );
         if outcome.error.is_some() {
             self.remove_if_unused(group_id);
         }
@@ -158,12 +170,15 @@ impl GroupCoordinator {
             return Err(ResponseError::InvalidGroupId);
         }
         let entry = self.entry(group_id).ok_or(ResponseError::UnknownMemberId)?;
+        let (member, generation) = (params.member_id.clone(), params.generation_id);
         let reply = entry.group.lock().sync(params, Instant::now());
         Self::arm_timer(&entry, true);
-        match reply {
+        let outcome = match reply {
             Reply::Now(outcome) => outcome,
             Reply::Wait(rx) => rx.await.unwrap_or(Err(ResponseError::UnknownMemberId)),
-        }
+        };
+        tracing::debug!(group = group_id, %member, generation, error = ?outcome.as_ref().err(), "sync completed");
+        outcome
     }
 
     pub fn heartbeat(
@@ -182,6 +197,9 @@ impl GroupCoordinator {
             .lock()
             .heartbeat(member_id, instance, generation, Instant::now());
         Self::arm_timer(&entry, false);
+        if let Err(e) = result {
+            tracing::debug!(group = group_id, member = member_id, generation, error = ?e, "heartbeat refused");
+        }
         result
     }
 

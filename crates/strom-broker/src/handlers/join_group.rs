@@ -40,6 +40,7 @@ pub async fn handle(ctx: &RequestContext<'_>, req: JoinGroupRequest) -> JoinGrou
             .collect(),
         require_known_member_id: ctx.version >= MEMBER_ID_REQUIRED_SINCE,
         max_size: usize::MAX,
+        initial_rebalance_delay_ms: 0,
     };
     let outcome = ctx.state.groups.join(&req.group_id, params).await;
     let members = outcome
