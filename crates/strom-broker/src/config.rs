@@ -114,6 +114,8 @@ pub struct BrokerConfig {
     pub retention_check_interval_ms: u64,
     /// `log.flush.scheduler.interval.ms`
     pub flush_scheduler_interval_ms: u64,
+    /// `producer.id.expiration.check.interval.ms`
+    pub producer_id_expiration_check_interval_ms: u64,
     /// `socket.request.max.bytes`
     pub socket_request_max_bytes: usize,
     /// `fetch.max.bytes`: caps a fetch response whatever the client asks for, so a
@@ -194,6 +196,7 @@ impl BrokerConfig {
             log_defaults: LogConfig::default(),
             retention_check_interval_ms: 300_000,
             flush_scheduler_interval_ms: i64::MAX as u64,
+            producer_id_expiration_check_interval_ms: 600_000,
             socket_request_max_bytes: 104_857_600,
             fetch_max_bytes: 57_671_680,
             group_min_session_timeout_ms: 6_000,
@@ -273,6 +276,12 @@ impl BrokerConfig {
                 }
                 "socket.request.max.bytes" => {
                     c.socket_request_max_bytes = at_least(k, parse_num(k, v)?, 1)?
+                }
+                "producer.id.expiration.ms" => {
+                    c.log_defaults.producer_id_expiration_ms = at_least(k, parse_num(k, v)?, 1)?
+                }
+                "producer.id.expiration.check.interval.ms" => {
+                    c.producer_id_expiration_check_interval_ms = at_least(k, parse_num(k, v)?, 1)?
                 }
                 "fetch.max.bytes" => c.fetch_max_bytes = at_least(k, parse_num(k, v)?, 1024)?,
                 "group.min.session.timeout.ms" => c.group_min_session_timeout_ms = parse_num(k, v)?,

@@ -280,6 +280,14 @@ impl LogManager {
         }
     }
 
+    /// Forgets idle idempotent producers in every partition (`producer.id.expiration.ms`).
+    pub fn expire_producers(&self) {
+        let now = now_ms();
+        for partition in self.all_partitions() {
+            partition.with_log(|log| log.expire_producers(now));
+        }
+    }
+
     /// Flushes every partition whose `flush.ms` has passed.
     pub fn flush_due(&self) {
         let now = now_ms();

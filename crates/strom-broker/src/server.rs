@@ -62,6 +62,12 @@ impl Broker {
             state.config.retention_check_interval_ms,
             |s| s.logs.run_retention(),
         );
+        spawn_scheduler(
+            state.clone(),
+            shutdown_rx.clone(),
+            state.config.producer_id_expiration_check_interval_ms,
+            |s| s.logs.expire_producers(),
+        );
         let flush_interval = state
             .config
             .flush_scheduler_interval_ms

@@ -25,6 +25,9 @@ pub struct LogConfig {
     /// `cleanup.policy`: `delete`, `compact` or both (compaction is not run yet; `delete`
     /// retention applies whenever the policy includes it).
     pub cleanup_policy: String,
+    /// `producer.id.expiration.ms` (a broker config): idempotent-producer state of a
+    /// producer that has not written for this long is forgotten.
+    pub producer_id_expiration_ms: i64,
 }
 
 impl Default for LogConfig {
@@ -40,6 +43,7 @@ impl Default for LogConfig {
             segment_index_bytes: 10 * 1024 * 1024,
             max_message_bytes: 1024 * 1024 + 12,
             cleanup_policy: "delete".to_string(),
+            producer_id_expiration_ms: 24 * 60 * 60 * 1000,
         }
     }
 }

@@ -404,6 +404,15 @@ impl PartitionLog {
         self.write_checkpoint()
     }
 
+    /// Forgets producers idle for longer than `producer.id.expiration.ms` (called
+    /// periodically), so clients that come and go cannot grow the state without bound.
+    /// Returns how many producers are still tracked.
+    pub fn expire_producers(&mut self, now_ms: i64) -> usize {
+        self.producer_state
+            .expire(now_ms.saturating_sub(self.config.producer_id_expiration_ms));
+        self.producer_state.len()
+    }
+
     /// Flushes if `flush.ms` has passed since the last flush (called periodically).
     pub fn flush_if_due(&mut self, now_ms: i64) -> Result<(), LogError> {
         if self.unflushed_records > 0 && now_ms - self.last_flush_ms >= self.config.flush_ms {

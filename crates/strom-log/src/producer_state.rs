@@ -384,6 +384,27 @@ mod tests {
     }
 
     #[test]
+    fn expiry_forgets_only_producers_idle_since_before_the_cutoff() {
+        let mut state = ProducerStateManager::default();
+        let mut old = header(1, 0, 0, 1, 0);
+        old.max_timestamp = 1_000;
+        let mut recent = header(2, 0, 0, 1, 1);
+        recent.max_timestamp = 5_000;
+        state.update(&old);
+        state.update(&recent);
+        state.expire(2_000);
+        assert_eq!(state.len(), 1);
+        assert_eq!(
+            state.check(&header(2, 0, 1, 1, -1)),
+            Ok(SequenceCheck::Append)
+        );
+        assert!(
+            state.check(&header(1, 0, 1, 1, -1)).is_err(),
+            "producer 1 was forgotten"
+        );
+    }
+
+    #[test]
     fn snapshot_round_trips_and_ignores_corruption() {
         let dir = tempfile::tempdir().unwrap();
         let mut state = ProducerStateManager::default();
