@@ -1,10 +1,12 @@
 //! Real clients against the real `strom` binary: confluent-kafka (librdkafka 2.x),
-//! kafka-python 3, kafkajs 2.2.4 and kcat. Each test starts its own broker and runs one
-//! client script from `tests/clients/` (or kcat itself); the script checks what it
-//! produced and read back and exits non-zero with a message when anything differs.
+//! kafka-python 3, aiokafka 0.14, kafkajs 2.2.4, @platformatic/kafka 1.x and kcat. Each
+//! test starts its own broker and runs one client script from `tests/clients/` (or kcat
+//! itself); the script checks what it produced and read back and exits non-zero with a
+//! message when anything differs.
 //!
-//! The clients are installed by `.ci/run` (apt: kcat; pip: confluent-kafka, kafka-python;
-//! npm: kafkajs in tests/clients).
+//! The clients are installed by `.ci/run` (apt: kcat; pip: confluent-kafka, kafka-python,
+//! aiokafka with its lz4/snappy/zstd extras; npm: kafkajs and @platformatic/kafka in
+//! tests/clients). A missing client fails its test: CI installs them all.
 
 mod common;
 
@@ -66,46 +68,52 @@ fn run(program: &str, args: &[&str], stdin: &[u8]) -> String {
     }
 }
 
-#[test]
-fn confluent_kafka_every_codec_idempotent_and_admin_client() {
+/// Starts a broker without topic auto-creation, runs `program script HOST:PORT` in
+/// `tests/clients/` and checks that the script passed every part: a script that prints
+/// SKIPPED fails the test, since CI installs every client and the broker serves every API
+/// the scripts use.
+fn run_client_script(program: &str, script: &str) {
     let broker = StromBroker::start(&["auto.create.topics.enable=false"]);
-    let out = run(
-        "python3",
-        &["produce_consume_confluent.py", &broker.bootstrap()],
-        b"",
-    );
+    let out = run(program, &[script, &broker.bootstrap()], b"");
     print!("{out}");
     assert!(out.contains("PASS"), "{out}");
+    assert!(!out.contains("SKIPPED"), "{script} skipped a part:\n{out}");
+}
+
+/// Fails with the install hint when the npm package `name` is missing from tests/clients.
+fn assert_npm_installed(name: &str) {
+    assert!(
+        test_file(&format!("clients/node_modules/{name}")).is_dir(),
+        "{name} is not installed: run `npm install` in tests/clients (see .ci/run)"
+    );
+}
+
+#[test]
+fn confluent_kafka_every_codec_idempotent_and_admin_client() {
+    run_client_script("python3", "produce_consume_confluent.py");
 }
 
 #[test]
 fn kafka_python_3_produce_consume_and_admin() {
-    let broker = StromBroker::start(&["auto.create.topics.enable=false"]);
-    let out = run(
-        "python3",
-        &["produce_consume_kafka_python.py", &broker.bootstrap()],
-        b"",
-    );
-    print!("{out}");
-    assert!(out.contains("PASS"), "{out}");
+    run_client_script("python3", "produce_consume_kafka_python.py");
+}
+
+#[test]
+fn aiokafka_every_codec_idempotent_group_resume_and_admin() {
+    run_client_script("python3", "produce_consume_aiokafka.py");
 }
 
 #[test]
 fn kafkajs_non_flexible_versions_produce_consume_and_admin() {
-    assert!(
-        test_file("clients/node_modules/kafkajs").is_dir(),
-        "kafkajs is not installed: run `npm install` in tests/clients (see .ci/run)"
-    );
-    let broker = StromBroker::start(&["auto.create.topics.enable=false"]);
-    let out = run(
-        "node",
-        &["produce_consume_kafkajs.js", &broker.bootstrap()],
-        b"",
-    );
-    print!("{out}");
-    assert!(out.contains("PASS"), "{out}");
-    // The group APIs are advertised, so the consume part must have run.
-    assert!(!out.contains("SKIPPED"), "kafkajs did not consume:\n{out}");
+    assert_npm_installed("kafkajs");
+    // The group APIs are advertised, so the consume part must run (no SKIPPED).
+    run_client_script("node", "produce_consume_kafkajs.js");
+}
+
+#[test]
+fn platformatic_kafka_flexible_versions_idempotent_group_resume_and_admin() {
+    assert_npm_installed("@platformatic/kafka");
+    run_client_script("node", "produce_consume_platformatic.js");
 }
 
 #[test]

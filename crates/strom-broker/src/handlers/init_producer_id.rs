@@ -13,20 +13,12 @@ pub fn handle(ctx: &RequestContext<'_>, req: InitProducerIdRequest) -> InitProdu
     if req.transactional_id.is_some() {
         return response.with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
     }
-    if req.producer_id.0 >= 0 && req.producer_epoch >= 0 {
-        // KIP-360: an idempotent producer bumping its own epoch after an error.
-        if req.producer_epoch == i16::MAX {
-            return match ctx.state.producer_ids.next_id() {
-                Ok(id) => response
-                    .with_producer_id(ProducerId(id))
-                    .with_producer_epoch(0),
-                Err(_) => response.with_error_code(ResponseError::KafkaStorageError.code()),
-            };
-        }
-        return response
-            .with_producer_id(req.producer_id)
-            .with_producer_epoch(req.producer_epoch + 1);
-    }
+    // Without a transactional id Kafka always hands out a new producer id at epoch 0,
+    // whatever producer id and epoch the request carries (TransactionCoordinator.
+    // handleInitProducerId): idempotent producers bump their epoch themselves, and
+    // @platformatic/kafka sends producer id 0, epoch 0 on every new producer, so echoing
+    // them back would make every such producer producer 0 and fail its first Produce
+    // with OUT_OF_ORDER_SEQUENCE_NUMBER.
     match ctx.state.producer_ids.next_id() {
         Ok(id) => response
             .with_producer_id(ProducerId(id))
