@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use common::{test_file, StromBroker};
+use common::{run_server_expecting_exit, test_file, StromBroker};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
@@ -470,6 +470,37 @@ fn committed_offsets_survive_a_restart_and_kill_9() {
     for (p, offset) in first {
         assert_eq!(offset, by_members[p as usize].max(0), "partition {p}");
     }
+}
+
+/// `offsets.retention.minutes` and `offsets.retention.check.interval.ms` are understood:
+/// with the shortest retention (a minute) checked every 200 ms, fresh commits survive
+/// many checks; a retention below one minute stops start-up naming the key. Expiry
+/// itself is unit-tested with explicit clocks, as no Kafka key shortens it below a
+/// minute.
+#[test]
+fn offsets_retention_keys_are_understood_and_validated() {
+    let broker = StromBroker::start(&[
+        "offsets.retention.minutes=1",
+        "offsets.retention.check.interval.ms=200",
+    ]);
+    let bootstrap = broker.bootstrap();
+    create_topic(&bootstrap, "retained", 3);
+    commit_standalone(&bootstrap, "retained", "retained", &[1, 2, 3]);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(committed(&bootstrap, "retained", "retained"), vec![1, 2, 3]);
+
+    let dir = tempfile::tempdir().unwrap();
+    let log_dirs = format!("log.dirs={}", dir.path().display());
+    let (status, stderr) = run_server_expecting_exit(&[
+        "--override",
+        "listeners=PLAINTEXT://127.0.0.1:0",
+        "--override",
+        &log_dirs,
+        "--override",
+        "offsets.retention.minutes=-5",
+    ]);
+    assert!(!status.success(), "exit status {status}");
+    assert!(stderr.contains("offsets.retention.minutes"), "{stderr}");
 }
 
 /// Runs a client script under `timeout` and returns its stdout, failing with all its

@@ -133,6 +133,11 @@ pub struct BrokerConfig {
     pub group_initial_rebalance_delay_ms: i32,
     /// `offset.metadata.max.bytes`
     pub offset_metadata_max_bytes: usize,
+    /// `offsets.retention.minutes`, in ms: how long the committed offsets of a group
+    /// without members are kept, so group ids used once do not accumulate forever.
+    pub offsets_retention_ms: i64,
+    /// `offsets.retention.check.interval.ms`
+    pub offsets_retention_check_interval_ms: u64,
     /// Every key as given, for DescribeConfigs on the broker resource.
     pub given: BTreeMap<String, String>,
 }
@@ -204,6 +209,8 @@ impl BrokerConfig {
             group_max_size: 1000,
             group_initial_rebalance_delay_ms: 3000,
             offset_metadata_max_bytes: 4096,
+            offsets_retention_ms: 10_080 * 60_000,
+            offsets_retention_check_interval_ms: 600_000,
             given: props.clone(),
         };
         let mut roll_hours = None;
@@ -293,6 +300,13 @@ impl BrokerConfig {
                 "offset.metadata.max.bytes" => {
                     c.offset_metadata_max_bytes = at_least(k, parse_num(k, v)?, 0)?
                 }
+                "offsets.retention.minutes" => {
+                    let minutes: i32 = at_least(k, parse_num(k, v)?, 1)?;
+                    c.offsets_retention_ms = i64::from(minutes) * 60_000;
+                }
+                "offsets.retention.check.interval.ms" => {
+                    c.offsets_retention_check_interval_ms = at_least(k, parse_num(k, v)?, 1)?
+                }
                 _ if ACCEPTED_WITHOUT_EFFECT.contains(&k) => {
                     tracing::warn!(key = k, "configuration accepted but has no effect in strom");
                 }
@@ -367,6 +381,27 @@ mod tests {
         assert_eq!(c.log_defaults.retention_ms, 168 * 3_600_000);
         assert_eq!(c.log_defaults.max_message_bytes, 1_048_588);
         assert_eq!(c.socket_request_max_bytes, 104_857_600);
+        assert_eq!(c.offsets_retention_ms, 7 * 24 * 3_600_000);
+        assert_eq!(c.offsets_retention_check_interval_ms, 600_000);
+    }
+
+    #[test]
+    fn offsets_retention_is_given_in_minutes_of_at_least_one() {
+        let c = BrokerConfig::from_properties(&props(&[
+            ("offsets.retention.minutes", "2"),
+            ("offsets.retention.check.interval.ms", "1000"),
+        ]))
+        .unwrap();
+        assert_eq!(c.offsets_retention_ms, 120_000);
+        assert_eq!(c.offsets_retention_check_interval_ms, 1000);
+        for (key, value) in [
+            ("offsets.retention.minutes", "0"),
+            ("offsets.retention.minutes", "-5"),
+            ("offsets.retention.check.interval.ms", "0"),
+        ] {
+            let err = BrokerConfig::from_properties(&props(&[(key, value)])).unwrap_err();
+            assert!(err.to_string().contains(key), "{err}");
+        }
     }
 
     #[test]

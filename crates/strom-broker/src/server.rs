@@ -1,5 +1,5 @@
 //! Starting and stopping a broker: bind the listener, accept connections, run the
-//! retention and flush schedulers, and shut down cleanly.
+//! retention, flush and expiry schedulers, and shut down cleanly.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -8,11 +8,12 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 use crate::group::{CoordinatorConfig, GroupCoordinator};
 use crate::log_manager::LogManager;
 use crate::producer_id_manager::ProducerIdManager;
-use crate::{connection, BrokerConfig, BrokerError, BrokerState};
+use crate::{connection, now_ms, BrokerConfig, BrokerError, BrokerState};
 
 /// A broker ready to start.
 pub struct Broker {
@@ -43,6 +44,7 @@ impl Broker {
                 max_session_timeout_ms: self.config.group_max_session_timeout_ms,
                 max_size: self.config.group_max_size,
                 initial_rebalance_delay_ms: self.config.group_initial_rebalance_delay_ms,
+                offsets_retention_ms: self.config.offsets_retention_ms,
             },
             &self.config.log_dirs[0].join("__strom_metadata"),
         )?;
@@ -67,6 +69,12 @@ impl Broker {
             shutdown_rx.clone(),
             state.config.producer_id_expiration_check_interval_ms,
             |s| s.logs.expire_producers(),
+        );
+        spawn_scheduler(
+            state.clone(),
+            shutdown_rx.clone(),
+            state.config.offsets_retention_check_interval_ms,
+            |s| s.groups.expire_offsets(Instant::now(), now_ms()),
         );
         let flush_interval = state
             .config

@@ -156,6 +156,9 @@ pub struct Group {
     /// one generation instead of a rebalance per arrival.
     initial_delay: Option<(Instant, Duration, Instant)>,
     next_seq: u64,
+    /// When the group was created or last became `Empty` (Kafka's currentStateTimestamp
+    /// as offset expiry uses it); meaningful only while the group is `Empty`.
+    empty_since: Instant,
 }
 
 fn millis(ms: i32) -> Duration {
@@ -163,7 +166,7 @@ fn millis(ms: i32) -> Duration {
 }
 
 impl Group {
-    pub fn new(id: &str) -> Self {
+    pub fn new(id: &str, now: Instant) -> Self {
         Self {
             id: id.to_string(),
             state: GroupState::Empty,
@@ -179,7 +182,14 @@ impl Group {
             sync_deadline: None,
             initial_delay: None,
             next_seq: 0,
+            empty_since: now,
         }
+    }
+
+    /// Since when the group has had no members, if it has none: its offsets expire a
+    /// retention period after that.
+    pub fn empty_since(&self) -> Option<Instant> {
+        (self.state == GroupState::Empty).then_some(self.empty_since)
     }
 
     pub fn member_count(&self) -> usize {
@@ -568,6 +578,7 @@ impl Group {
         self.generation += 1;
         if self.members.is_empty() {
             self.state = GroupState::Empty;
+            self.empty_since = now;
             self.protocol_name = None;
             self.leader = None;
             return;
@@ -943,10 +954,11 @@ impl Group {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn join_params(member_id: &str, delay_ms: i32) -> JoinParams {
+    /// A consumer's JoinGroup with one protocol, as a new member when `member_id` is empty.
+    pub(in crate::group) fn join_params(member_id: &str, delay_ms: i32) -> JoinParams {
         JoinParams {
             member_id: member_id.to_string(),
             group_instance_id: None,
@@ -973,7 +985,7 @@ mod tests {
     fn members_joining_within_the_initial_delay_form_one_generation() {
         let start = Instant::now();
         let second = Duration::from_secs(1);
-        let mut group = Group::new("g");
+        let mut group = Group::new("g", start);
         let first = group.join(join_params("", 3000), start);
         let late = group.join(join_params("", 3000), start + 2 * second);
         // The second arrival pushed the delay to 2 s + 3 s: nothing completes at 4 s.
@@ -989,9 +1001,26 @@ mod tests {
 
     #[test]
     fn without_an_initial_delay_the_first_member_completes_the_join_at_once() {
-        let mut group = Group::new("g");
+        let mut group = Group::new("g", Instant::now());
         let reply = group.join(join_params("", 0), Instant::now());
         assert_eq!(group.state, GroupState::CompletingRebalance);
         assert_eq!(generation_of(reply), 1);
+    }
+
+    #[test]
+    fn a_group_is_empty_since_its_creation_or_its_last_member_leaving() {
+        let start = Instant::now();
+        let second = Duration::from_secs(1);
+        let mut group = Group::new("g", start);
+        assert_eq!(group.empty_since(), Some(start));
+        let reply = group.join(join_params("", 0), start + second);
+        let member = match reply {
+            Reply::Wait(mut rx) => rx.try_recv().expect("join completed").member_id,
+            Reply::Now(outcome) => panic!("join failed: {:?}", outcome.error),
+        };
+        assert_eq!(group.empty_since(), None);
+        group.leave(&member, None, start + 5 * second).unwrap();
+        assert_eq!(group.state, GroupState::Empty);
+        assert_eq!(group.empty_since(), Some(start + 5 * second));
     }
 }

@@ -7,11 +7,15 @@
 //! syncs) are served by one tokio task per group that sleeps until the group's earliest
 //! deadline and exits when the group has none, so an idle group costs no task and no
 //! polling.
+//!
+//! Committed offsets expire as in Kafka since 2.1 (KIP-211), so that group ids used once
+//! do not grow memory and disk without bound: see [`GroupCoordinator::expire_offsets`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
@@ -33,6 +37,8 @@ pub struct CoordinatorConfig {
     pub max_size: usize,
     /// `group.initial.rebalance.delay.ms`
     pub initial_rebalance_delay_ms: i32,
+    /// `offsets.retention.minutes`, in ms
+    pub offsets_retention_ms: i64,
 }
 
 /// A group and what wakes its timer.
@@ -49,6 +55,10 @@ pub struct GroupCoordinator {
     config: CoordinatorConfig,
     groups: Mutex<HashMap<String, Arc<GroupEntry>>>,
     offsets: OffsetStore,
+    /// When the offsets were loaded. When a group became empty is kept in memory only,
+    /// so every group loaded from disk counts as empty since start-up: a restart can only
+    /// extend its offsets' retention, never cut it short.
+    started: Instant,
 }
 
 /// A group as ListGroups shows it.
@@ -66,6 +76,7 @@ impl GroupCoordinator {
             config,
             groups: Mutex::new(HashMap::new()),
             offsets: OffsetStore::open(offsets_dir)?,
+            started: Instant::now(),
         })
     }
 
@@ -79,7 +90,7 @@ impl GroupCoordinator {
             .entry(group_id.to_string())
             .or_insert_with(|| {
                 Arc::new(GroupEntry {
-                    group: Mutex::new(Group::new(group_id)),
+                    group: Mutex::new(Group::new(group_id, Instant::now())),
                     wake: Notify::new(),
                     timer_running: AtomicBool::new(false),
                 })
@@ -402,6 +413,57 @@ impl GroupCoordinator {
             )
             .collect())
     }
+
+    /// Deletes the committed offsets past `offsets.retention.minutes` (Kafka's offset
+    /// expiry since 2.1, KIP-211), durably, and forgets groups left empty and without
+    /// offsets. A group with members keeps every offset. An empty group's offsets expire
+    /// together once it has been empty for the retention period; a group not in the map
+    /// (standalone commits, or loaded at start-up) counts as empty since start-up. Each
+    /// offset is also kept for the retention period after its own commit (`now_ms`
+    /// against its commit timestamp): that is the whole rule for standalone commits, and
+    /// keeps an admin's offset reset of a long-empty group from vanishing at the next
+    /// check, where Kafka would drop it.
+    pub fn expire_offsets(&self, now: Instant, now_ms: i64) {
+        let retention_ms = self.config.offsets_retention_ms;
+        let retention = Duration::from_millis(retention_ms.max(0) as u64);
+        let old = |c: &CommittedOffset| now_ms.saturating_sub(c.commit_timestamp) >= retention_ms;
+        let mut expired = 0;
+        for group_id in self.offsets.groups() {
+            let groups = self.groups.lock();
+            let result = match groups.get(&group_id).cloned() {
+                // The group's lock keeps members from joining while its offsets go.
+                Some(entry) => {
+                    drop(groups);
+                    let group = entry.group.lock();
+                    match group.empty_since() {
+                        Some(since) if now.saturating_duration_since(since) >= retention => {
+                            self.offsets.expire(&group_id, old)
+                        }
+                        _ => continue,
+                    }
+                }
+                // The map stays locked so that no member can create the group meanwhile.
+                None if now.saturating_duration_since(self.started) >= retention => {
+                    self.offsets.expire(&group_id, old)
+                }
+                None => continue,
+            };
+            match result {
+                Ok(n) => expired += n,
+                Err(e) => {
+                    tracing::error!(group = %group_id, error = %e, "writing expired offsets failed");
+                    break;
+                }
+            }
+        }
+        if expired > 0 {
+            tracing::info!(offsets = expired, "expired committed offsets");
+        }
+        let group_ids: Vec<String> = self.groups.lock().keys().cloned().collect();
+        for group_id in group_ids {
+            self.remove_if_unused(&group_id);
+        }
+    }
 }
 
 /// Serves a group's deadlines until it has none left.
@@ -422,5 +484,126 @@ async fn run_timer(entry: Arc<GroupEntry>) {
             _ = tokio::time::sleep_until(next) => {}
             _ = entry.wake.notified() => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::classic_group::tests::join_params;
+    use super::*;
+
+    const RETENTION_MS: i64 = 60_000;
+    const RETENTION: Duration = Duration::from_millis(RETENTION_MS as u64);
+    /// A wall clock far past every commit of these tests, so that only the group's
+    /// emptiness decides.
+    const LATE_MS: i64 = 1_000_000_000;
+
+    fn coordinator(dir: &Path) -> GroupCoordinator {
+        let config = CoordinatorConfig {
+            min_session_timeout_ms: 1,
+            max_session_timeout_ms: 60_000,
+            max_size: 10,
+            initial_rebalance_delay_ms: 0,
+            offsets_retention_ms: RETENTION_MS,
+        };
+        GroupCoordinator::open(config, dir).unwrap()
+    }
+
+    fn committed_at(offset: i64, commit_timestamp: i64) -> (TopicPartition, CommittedOffset) {
+        (
+            ("t".to_string(), offset as i32),
+            CommittedOffset {
+                offset,
+                leader_epoch: -1,
+                metadata: String::new(),
+                commit_timestamp,
+            },
+        )
+    }
+
+    fn offsets_of(c: &GroupCoordinator, group: &str) -> Vec<i64> {
+        c.fetch_offsets(group, None)
+            .into_iter()
+            .filter_map(|(_, o)| o.map(|o| o.offset))
+            .collect()
+    }
+
+    /// Joins one member to `group`, makes it stable and commits offsets 0 and 1 as it;
+    /// returns the member id.
+    async fn stable_member_commits(c: &GroupCoordinator, group: &str) -> String {
+        let joined = c.join(group, join_params("", 0)).await;
+        assert_eq!(joined.error, None);
+        let sync = SyncParams {
+            member_id: joined.member_id.clone(),
+            group_instance_id: None,
+            generation_id: joined.generation_id,
+            protocol_type: None,
+            protocol_name: None,
+            assignments: Vec::new(),
+        };
+        c.sync(group, sync).await.unwrap();
+        c.commit_offsets(
+            group,
+            &joined.member_id,
+            None,
+            joined.generation_id,
+            vec![committed_at(0, 0), committed_at(1, 0)],
+        )
+        .unwrap();
+        joined.member_id
+    }
+
+    #[tokio::test]
+    async fn a_group_with_members_keeps_its_offsets() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = coordinator(dir.path());
+        stable_member_commits(&c, "g").await;
+        c.expire_offsets(Instant::now() + 100 * RETENTION, LATE_MS);
+        assert_eq!(offsets_of(&c, "g"), vec![0, 1]);
+    }
+
+    #[tokio::test]
+    async fn an_empty_groups_offsets_expire_a_retention_after_it_became_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = coordinator(dir.path());
+        let member = stable_member_commits(&c, "g").await;
+        let before_leave = Instant::now();
+        c.leave("g", &[(member, None)]).unwrap();
+        let after_leave = Instant::now();
+
+        c.expire_offsets(before_leave + RETENTION - Duration::from_millis(1), LATE_MS);
+        assert_eq!(offsets_of(&c, "g"), vec![0, 1]);
+        assert!(c.describe("g").is_some());
+
+        c.expire_offsets(after_leave + RETENTION, LATE_MS);
+        assert_eq!(offsets_of(&c, "g"), Vec::<i64>::new());
+        assert!(c.describe("g").is_none());
+        assert!(c.groups.lock().is_empty(), "the empty group is forgotten");
+    }
+
+    #[test]
+    fn standalone_offsets_expire_a_retention_after_their_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = coordinator(dir.path());
+        c.commit_offsets("s", "", None, -1, vec![committed_at(0, 0)])
+            .unwrap();
+        c.commit_offsets("s", "", None, -1, vec![committed_at(1, 50_000)])
+            .unwrap();
+
+        // Within a retention of start-up, offsets loaded at start-up may be of groups
+        // that only just became empty: nothing goes.
+        c.expire_offsets(Instant::now(), LATE_MS);
+        assert_eq!(offsets_of(&c, "s"), vec![0, 1]);
+
+        let later = Instant::now() + RETENTION;
+        c.expire_offsets(later, RETENTION_MS - 1);
+        assert_eq!(offsets_of(&c, "s"), vec![0, 1]);
+        c.expire_offsets(later, RETENTION_MS);
+        assert_eq!(offsets_of(&c, "s"), vec![1]);
+        c.expire_offsets(later, 50_000 + RETENTION_MS);
+        assert!(c.describe("s").is_none());
+
+        drop(c);
+        assert!(coordinator(dir.path()).describe("s").is_none());
     }
 }

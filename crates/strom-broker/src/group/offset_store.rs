@@ -135,6 +135,40 @@ impl OffsetStore {
             .apply(vec![Change::DeleteGroup(group.to_string())])
     }
 
+    /// Deletes the offsets of `group` that `expired` selects (retention), durably: one
+    /// DeleteGroup record when none remain, DeleteOffset records otherwise, so they stay
+    /// deleted after a restart. Returns how many were deleted. Selecting under the
+    /// store's lock means a commit racing with expiry is judged by its own timestamp,
+    /// never deleted unseen.
+    pub fn expire(
+        &self,
+        group: &str,
+        expired: impl Fn(&CommittedOffset) -> bool,
+    ) -> io::Result<usize> {
+        let mut inner = self.inner.lock();
+        let Some(offsets) = inner.offsets.get(group) else {
+            return Ok(0);
+        };
+        let gone: Vec<TopicPartition> = offsets
+            .iter()
+            .filter(|(_, c)| expired(c))
+            .map(|(tp, _)| tp.clone())
+            .collect();
+        let count = gone.len();
+        if count == 0 {
+            return Ok(0);
+        }
+        let changes = if count == offsets.len() {
+            vec![Change::DeleteGroup(group.to_string())]
+        } else {
+            gone.into_iter()
+                .map(|tp| Change::DeleteOffset(group.to_string(), tp))
+                .collect()
+        };
+        inner.apply(changes)?;
+        Ok(count)
+    }
+
     /// The committed offset of one partition.
     pub fn get(&self, group: &str, tp: &TopicPartition) -> Option<CommittedOffset> {
         self.inner.lock().offsets.get(group)?.get(tp).cloned()
@@ -414,6 +448,35 @@ mod tests {
             .unwrap();
         let store = OffsetStore::open(dir.path()).unwrap();
         assert_eq!(store.group_offsets("g").len(), 2);
+    }
+
+    #[test]
+    fn expired_offsets_stay_deleted_after_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = |o| CommittedOffset {
+            commit_timestamp: 1,
+            ..offset(o)
+        };
+        {
+            let store = OffsetStore::open(dir.path()).unwrap();
+            store
+                .commit(
+                    "g",
+                    vec![(("t".into(), 0), old(5)), (("t".into(), 1), offset(6))],
+                )
+                .unwrap();
+            store.commit("h", vec![(("t".into(), 0), old(3))]).unwrap();
+            let is_old = |c: &CommittedOffset| c.commit_timestamp < 7;
+            assert_eq!(store.expire("g", is_old).unwrap(), 1);
+            assert_eq!(store.expire("h", is_old).unwrap(), 1);
+            assert_eq!(store.expire("h", is_old).unwrap(), 0);
+        }
+        let store = OffsetStore::open(dir.path()).unwrap();
+        assert_eq!(
+            store.group_offsets("g").into_iter().collect::<Vec<_>>(),
+            vec![(("t".into(), 1), offset(6))]
+        );
+        assert!(!store.has_offsets("h"));
     }
 
     #[test]
