@@ -98,8 +98,6 @@ unsafe impl GlobalAlloc for StromAllocator {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     #[test]
     fn a_claimed_huge_capacity_costs_only_address_space() {
         let mut v: Vec<u64> = Vec::with_capacity(50_000_000_000);
