@@ -13,12 +13,10 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use common::client::{create_topic, send_waiting};
 use common::StromBroker;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::message::{DeliveryResult, Message};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext, PurgeConfig};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
@@ -44,24 +42,6 @@ fn index_of_key(key: &[u8]) -> u64 {
         .and_then(|k| k.strip_prefix("record-"))
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("stored key {key:?} was never produced"))
-}
-
-fn create_topic(bootstrap: &str, topic: &str) {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .create()
-        .expect("admin client");
-    let options = AdminOptions::new().request_timeout(Some(TIMEOUT));
-    let new_topic = NewTopic::new(topic, PARTITIONS, TopicReplication::Fixed(1));
-    let results = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(admin.create_topics(&[new_topic], &options))
-        .expect("create_topics request");
-    for result in results {
-        result.unwrap_or_else(|(t, e)| panic!("create topic {t}: {e}"));
-    }
 }
 
 /// Delivery reports: record index → (partition, offset), successes only; failures are
@@ -105,20 +85,11 @@ fn new_producer(bootstrap: &str) -> BaseProducer<Acks> {
 /// Sends record `i` to partition `i % PARTITIONS`, waiting for queue space if needed.
 fn send(producer: &BaseProducer<Acks>, topic: &str, i: u64) {
     let (key, value) = (key_of(i), value_of(i));
-    let mut record = BaseRecord::with_opaque_to(topic, Box::new(i))
+    let record = BaseRecord::with_opaque_to(topic, Box::new(i))
         .key(&key)
         .payload(&value)
         .partition((i % PARTITIONS as u64) as i32);
-    while let Err((e, r)) = producer.send(record) {
-        assert_eq!(
-            e.rdkafka_error_code(),
-            Some(RDKafkaErrorCode::QueueFull),
-            "send: {e}"
-        );
-        producer.poll(Duration::from_millis(10));
-        record = r;
-    }
-    producer.poll(Duration::ZERO);
+    send_waiting(producer, record);
 }
 
 /// partition → [(offset, key, value)], as read back.
@@ -210,7 +181,7 @@ fn acknowledged_records_survive_kill_9_mid_stream() {
     ]);
     let bootstrap = broker.bootstrap();
     let topic = "crash-stream";
-    create_topic(&bootstrap, topic);
+    create_topic(&bootstrap, topic, PARTITIONS);
 
     let producer = new_producer(&bootstrap);
     let mut sent = 0u64;
@@ -265,7 +236,7 @@ fn sigterm_exits_0_and_a_restart_serves_everything() {
     ]);
     let bootstrap = broker.bootstrap();
     let topic = "sigterm";
-    create_topic(&bootstrap, topic);
+    create_topic(&bootstrap, topic, PARTITIONS);
     let producer = new_producer(&bootstrap);
     for i in 0..RECORDS {
         send(&producer, topic, i);

@@ -17,9 +17,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use common::client::create_topic;
 use common::{run_server_expecting_exit, test_file, StromBroker};
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
 use rdkafka::message::Message;
@@ -32,26 +31,6 @@ const PER_PARTITION: i64 = 100;
 /// slow, loaded machine; the conditions are polled, so a fast run finishes early.
 const CONDITION_TIMEOUT: Duration = Duration::from_secs(90);
 const SESSION_TIMEOUT_MS: &str = "6000";
-
-fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-        .block_on(future)
-}
-
-fn create_topic(bootstrap: &str, topic: &str, partitions: i32) {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .create()
-        .expect("admin client");
-    let options = AdminOptions::new().request_timeout(Some(Duration::from_secs(30)));
-    let new_topic = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
-    for result in block_on(admin.create_topics(&[new_topic], &options)).expect("create_topics") {
-        result.unwrap_or_else(|(t, e)| panic!("create topic {t}: {e}"));
-    }
-}
 
 /// Produces `per_partition` records to each partition and waits for every ack.
 fn produce(bootstrap: &str, topic: &str, partitions: i32, per_partition: i64) {

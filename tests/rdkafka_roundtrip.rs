@@ -8,12 +8,12 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use common::client::{admin, block_on, create_topic, send_waiting};
 use common::StromBroker;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
+use rdkafka::admin::AdminOptions;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::{KafkaResult, RDKafkaErrorCode};
+use rdkafka::error::KafkaResult;
 use rdkafka::message::{DeliveryResult, Message};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
@@ -29,31 +29,6 @@ const CODECS: [(&str, i16); 5] = [
     ("lz4", 3),
     ("zstd", 4),
 ];
-
-fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-        .block_on(future)
-}
-
-fn admin(bootstrap: &str) -> AdminClient<DefaultClientContext> {
-    ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .create()
-        .expect("admin client")
-}
-
-fn create_topic(bootstrap: &str, topic: &str, partitions: i32) {
-    let options = AdminOptions::new().request_timeout(Some(TIMEOUT));
-    let new_topic = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
-    let results = block_on(admin(bootstrap).create_topics(&[new_topic], &options))
-        .expect("create_topics request");
-    for result in results {
-        result.unwrap_or_else(|(t, e)| panic!("create topic {t}: {e}"));
-    }
-}
 
 /// Record `i`'s value: a mix of compressible text and pseudo-random bytes (every byte
 /// value occurs), of varying length, some empty.
@@ -124,16 +99,7 @@ fn produce(
         if let Some(ts) = timestamp {
             record = record.timestamp(*ts);
         }
-        while let Err((e, r)) = producer.send(record) {
-            assert_eq!(
-                e.rdkafka_error_code(),
-                Some(RDKafkaErrorCode::QueueFull),
-                "send: {e}"
-            );
-            producer.poll(Duration::from_millis(10));
-            record = r;
-        }
-        producer.poll(Duration::ZERO);
+        send_waiting(&producer, record);
     }
     producer.flush(TIMEOUT).expect("flush");
     let deliveries = producer.context().0.lock().unwrap();
