@@ -154,6 +154,18 @@ fn find(specs: &[OptionSpec], name: &str) -> Result<OptionSpec, CliError> {
     }
 }
 
+/// Ends a tool the way Kafka's end: success, or the uncaught exception's line on stderr
+/// and exit status 1.
+pub fn finish(result: anyhow::Result<()>) -> std::process::ExitCode {
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("Exception in thread \"main\" {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -36,13 +36,7 @@ pub fn main(argv: Vec<String>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match run_and_report(&args, &argv) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("Exception in thread \"main\" {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    crate::cli::finish(run_and_report(&args, &argv))
 }
 
 fn run_and_report(args: &ProducerArgs, argv: &[String]) -> anyhow::Result<()> {
