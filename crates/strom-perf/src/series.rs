@@ -5,12 +5,11 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-/// Records and bytes completed per bucket since `start`.
-
 /// Width of one bucket.
 const BUCKET_MS: u128 = 100;
 const BUCKET_S: f64 = BUCKET_MS as f64 / 1000.0;
 
+/// Records and bytes completed per bucket since `start`.
 #[derive(Debug, Clone)]
 pub struct ThroughputSeries {
     start: Instant,
