@@ -538,14 +538,20 @@ impl Group {
         self.pending_sync.clear();
         self.sync_deadline = None;
         self.state = GroupState::PreparingRebalance;
-        let timeout = self
-            .members
-            .values()
-            .map(|m| m.rebalance_timeout_ms)
-            .max()
-            .unwrap_or(0);
-        self.rebalance_deadline = Some(now + millis(timeout));
+        self.rebalance_deadline = Some(now + self.rebalance_timeout());
         self.try_complete_join(now);
+    }
+
+    /// How long a rebalance phase may last: the longest rebalance timeout of the members,
+    /// as in Kafka.
+    fn rebalance_timeout(&self) -> Duration {
+        millis(
+            self.members
+                .values()
+                .map(|m| m.rebalance_timeout_ms)
+                .max()
+                .unwrap_or(0),
+        )
     }
 
     fn try_complete_join(&mut self, now: Instant) {
@@ -598,13 +604,7 @@ impl Group {
                 .map(|m| m.member_id.clone());
         }
         self.state = GroupState::CompletingRebalance;
-        let timeout = self
-            .members
-            .values()
-            .map(|m| m.rebalance_timeout_ms)
-            .max()
-            .unwrap_or(0);
-        self.sync_deadline = Some(now + millis(timeout));
+        self.sync_deadline = Some(now + self.rebalance_timeout());
         self.pending_sync = self.members.keys().cloned().collect();
         let members = self.joined_members();
         let leader = self.leader.clone().unwrap_or_default();
