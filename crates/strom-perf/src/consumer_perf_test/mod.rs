@@ -3,6 +3,7 @@
 //! stdout carries exactly Kafka's header and rows; strom's extras go to stderr and reports.
 
 pub mod args;
+pub mod batch_consumer;
 pub mod output;
 pub mod run;
 

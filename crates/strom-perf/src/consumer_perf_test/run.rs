@@ -6,14 +6,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use parking_lot::Mutex;
-use rdkafka::client::ClientContext;
-use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
-use rdkafka::message::{BorrowedMessage, Message, Timestamp};
 
 use super::args::ConsumerArgs;
+use super::batch_consumer::{BatchConsumer, Record};
 use super::output::{self, Progress, Summary};
 use crate::histogram::LatencyHistogram;
 use crate::metrics;
@@ -22,9 +19,9 @@ use crate::property_map::{self, Mapped, Role};
 use crate::series::{SeriesPoint, ThroughputSeries};
 
 /// Kafka's `poll(Duration.ofMillis(100))`.
-const POLL_TIMEOUT: Duration = Duration::from_millis(100);
-/// Kafka's default `max.poll.records`: its loop re-reads the clock once per poll batch.
-const BATCH: u64 = 500;
+const POLL_TIMEOUT_MS: i32 = 100;
+/// Kafka's default `max.poll.records`: the most records one poll returns.
+const BATCH: usize = 500;
 
 /// What a run measured, summed over the consumers.
 pub struct ConsumerResult {
@@ -44,43 +41,13 @@ pub struct ConsumerResult {
 /// What each consumer does with every record before polling on: `strom bench
 /// consumer-scaling` passes records to a no-op handler as seed 004's forwarding consumer
 /// does; consumer-perf-test only counts them, as Kafka's tool does.
-pub type Handler = dyn Fn(&BorrowedMessage<'_>) + Sync;
+pub type Handler = dyn Fn(&Record<'_>) + Sync;
 
 /// Wall-clock milliseconds, as `System.currentTimeMillis()`.
 pub fn wall_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
-}
-
-/// Times group joins as Kafka's listener does: from start or revocation to assignment.
-struct JoinTimer {
-    join_start_ms: AtomicU64,
-    total_ms: AtomicU64,
-    stats: Mutex<Option<Vec<u8>>>,
-}
-
-impl ClientContext for JoinTimer {
-    fn stats_raw(&self, statistics: &[u8]) {
-        *self.stats.lock() = Some(statistics.to_vec());
-    }
-}
-
-impl ConsumerContext for JoinTimer {
-    fn pre_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        if let Rebalance::Revoke(_) = rebalance {
-            self.join_start_ms
-                .store(wall_ms() as u64, Ordering::Relaxed);
-        }
-    }
-
-    fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        if let Rebalance::Assign(_) = rebalance {
-            let took =
-                (wall_ms() as u64).saturating_sub(self.join_start_ms.load(Ordering::Relaxed));
-            self.total_ms.fetch_add(took, Ordering::Relaxed);
-        }
-    }
 }
 
 /// Counters shared by the consumers of one run.
@@ -261,22 +228,7 @@ fn consume(
     counter: Arc<AtomicU64>,
     handler: &Handler,
 ) -> Result<ConsumerOutcome> {
-    let mut config = ClientConfig::new();
-    mapped.settings.iter().for_each(|(k, v)| {
-        config.set(k, v);
-    });
-    let timer = JoinTimer {
-        join_start_ms: AtomicU64::new(wall_ms() as u64),
-        total_ms: AtomicU64::new(0),
-        stats: Mutex::new(None),
-    };
-    let consumer: BaseConsumer<JoinTimer> = config
-        .create_with_context(timer)
-        .context("cannot create the consumer")?;
-    consumer
-        .subscribe(&[&args.topic])
-        .context("subscribe failed")?;
-
+    let mut consumer = BatchConsumer::subscribe(&mapped.settings, &args.topic, BATCH)?;
     let mut histogram = LatencyHistogram::new();
     let mut series = ThroughputSeries::new(start);
     let mut now_ms = wall_ms();
@@ -284,54 +236,44 @@ fn consume(
     let mut last_report_ms = start_ms;
     let (mut last_messages, mut last_bytes) = (0u64, 0u64);
     let mut first_row = true;
-    let mut in_batch = 0u64;
     let mut records = 0u64;
     let mut first_and_last: Option<(Instant, Instant)> = None;
-    // librdkafka reports transient connection errors through poll; each is shown once.
+    // librdkafka reports transient connection errors with the records; each is shown once.
     let mut reported_errors = std::collections::HashSet::new();
     while !shared.stop.load(Ordering::Relaxed)
         && (now_ms - last_consumed_ms) as u64 <= args.timeout_ms
     {
-        let timeout = if in_batch == 0 {
-            POLL_TIMEOUT
-        } else {
-            Duration::ZERO
-        };
-        let Some(polled) = consumer.poll(timeout) else {
-            now_ms = wall_ms();
-            in_batch = 0;
-            continue;
-        };
-        let message = match polled {
-            Ok(message) => message,
-            Err(e) => {
-                let text = e.to_string();
-                if !reported_errors.contains(&text) {
-                    eprintln!("WARNING: consumer error: {text}");
-                    reported_errors.insert(text);
+        // Kafka reads the clock once per poll, after it returns.
+        let mut polled_ms = None;
+        let mut batch_bytes = 0u64;
+        let n = consumer.consume(
+            POLL_TIMEOUT_MS,
+            |record| {
+                let at = *polled_ms.get_or_insert_with(wall_ms);
+                handler(record);
+                batch_bytes += (record.key.len() + record.value.len()) as u64;
+                if let Some(ts) = record.timestamp {
+                    histogram.record((at - ts).max(0) as u64 * 1000);
                 }
-                now_ms = wall_ms();
-                continue;
-            }
-        };
-        if in_batch == 0 || in_batch >= BATCH {
-            now_ms = wall_ms();
-            last_consumed_ms = now_ms;
-            in_batch = 0;
+            },
+            |error| {
+                if reported_errors.insert(error.clone()) {
+                    eprintln!("WARNING: consumer error: {error}");
+                }
+            },
+        ) as u64;
+        now_ms = polled_ms.unwrap_or_else(wall_ms);
+        if n == 0 {
+            continue;
         }
-        in_batch += 1;
-        handler(&message);
-        records += 1;
-        let size = (message.key_len() + message.payload_len()) as u64;
-        let messages = shared.messages.fetch_add(1, Ordering::Relaxed) + 1;
-        let bytes = shared.bytes.fetch_add(size, Ordering::Relaxed) + size;
-        counter.fetch_add(1, Ordering::Relaxed);
+        last_consumed_ms = now_ms;
+        records += n;
+        let messages = shared.messages.fetch_add(n, Ordering::Relaxed) + n;
+        let bytes = shared.bytes.fetch_add(batch_bytes, Ordering::Relaxed) + batch_bytes;
+        counter.fetch_add(n, Ordering::Relaxed);
         let arrived = Instant::now();
-        series.record(arrived, 1, size);
+        series.record(arrived, n, batch_bytes);
         first_and_last = Some((first_and_last.map_or(arrived, |(f, _)| f), arrived));
-        if let Timestamp::CreateTime(ts) | Timestamp::LogAppendTime(ts) = message.timestamp() {
-            histogram.record((now_ms - ts).max(0) as u64 * 1000);
-        }
         if messages >= shared.target {
             shared.stop.store(true, Ordering::Relaxed);
         }
@@ -339,7 +281,7 @@ fn consume(
             if args.show_detailed_stats {
                 // Kafka's quirk: only the first row carries the join time, later rows 0.
                 let join = if first_row {
-                    consumer.context().total_ms.load(Ordering::Relaxed)
+                    consumer.join_time_ms()
                 } else {
                     0
                 };
@@ -363,8 +305,8 @@ fn consume(
             last_bytes = bytes;
         }
     }
-    let join_time_ms = consumer.context().total_ms.load(Ordering::Relaxed);
-    let stats = consumer.context().stats.lock().clone();
+    let join_time_ms = consumer.join_time_ms();
+    let stats = consumer.last_stats();
     Ok(ConsumerOutcome {
         histogram,
         series,
