@@ -70,6 +70,23 @@ impl Report {
         }
     }
 
+    /// Writes the report of a single-run tool (`--json` / `--html`), if any was asked for:
+    /// the run is built only then, since detecting the environment reads `/proc`.
+    pub fn write_single_run(
+        tool: &str,
+        argv: &[String],
+        json: Option<&str>,
+        html: Option<&str>,
+        run: impl FnOnce() -> RunReport,
+    ) -> anyhow::Result<()> {
+        if json.is_none() && html.is_none() {
+            return Ok(());
+        }
+        let mut report = Self::new(tool, argv);
+        report.runs.push(run());
+        report.write(json, html)
+    }
+
     /// Writes the reports the user asked for; errors name the file.
     pub fn write(&self, json: Option<&str>, html: Option<&str>) -> anyhow::Result<()> {
         if let Some(path) = json {

@@ -48,13 +48,13 @@ fn run_and_report(args: &ConsumerArgs, argv: &[String]) -> anyhow::Result<()> {
                 .line("Record age at consumption (now - record timestamp)")
         );
     }
-    if args.json.is_some() || args.html.is_some() {
-        let mut report = Report::new("consumer-perf-test", argv);
-        report
-            .runs
-            .push(run_report("consumer-perf-test", args, &result));
-        report.write(args.json.as_deref(), args.html.as_deref())?;
-    }
+    Report::write_single_run(
+        "consumer-perf-test",
+        argv,
+        args.json.as_deref(),
+        args.html.as_deref(),
+        || run_report("consumer-perf-test", args, &result),
+    )?;
     drop(cluster);
     Ok(())
 }

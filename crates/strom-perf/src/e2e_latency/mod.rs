@@ -32,11 +32,13 @@ fn run_and_report(args: &E2eArgs, argv: &[String]) -> anyhow::Result<()> {
     let cluster = Cluster::connect(args.bootstrap.as_deref())?;
     let result = run::run(args, cluster.bootstrap(), &mut std::io::stdout())?;
     eprintln!("{}", result.histogram.summary().line("Round-trip latency"));
-    if args.json.is_some() || args.html.is_some() {
-        let mut report = Report::new("e2e-latency", argv);
-        report.runs.push(run_report("e2e-latency", args, &result));
-        report.write(args.json.as_deref(), args.html.as_deref())?;
-    }
+    Report::write_single_run(
+        "e2e-latency",
+        argv,
+        args.json.as_deref(),
+        args.html.as_deref(),
+        || run_report("e2e-latency", args, &result),
+    )?;
     drop(cluster);
     Ok(())
 }

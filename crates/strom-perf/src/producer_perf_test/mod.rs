@@ -48,13 +48,13 @@ fn run_and_report(args: &ProducerArgs, argv: &[String]) -> anyhow::Result<()> {
         "Latency from send time"
     };
     eprintln!("{}", result.histogram.summary().line(label));
-    if args.json.is_some() || args.html.is_some() {
-        let mut report = Report::new("producer-perf-test", argv);
-        report
-            .runs
-            .push(run_report("producer-perf-test", args, &result));
-        report.write(args.json.as_deref(), args.html.as_deref())?;
-    }
+    Report::write_single_run(
+        "producer-perf-test",
+        argv,
+        args.json.as_deref(),
+        args.html.as_deref(),
+        || run_report("producer-perf-test", args, &result),
+    )?;
     drop(cluster);
     Ok(())
 }
