@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod client;
+pub mod raw;
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -96,6 +97,48 @@ impl StromBroker {
         format!("127.0.0.1:{}", self.port)
     }
 
+    /// The broker's process id (for /proc and signals).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("broker running").id()
+    }
+
+    /// Descriptors the broker process holds open.
+    pub fn open_descriptors(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.pid()))
+            .expect("read /proc/<pid>/fd")
+            .count()
+    }
+
+    /// The broker's resident set size in bytes.
+    pub fn rss_bytes(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .expect("read /proc/<pid>/status");
+        let kb: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmRSS in /proc/<pid>/status");
+        kb * 1024
+    }
+
+    /// Sends SIGTERM without waiting for the exit.
+    pub fn signal_terminate(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .expect("kill -TERM");
+        assert!(status.success());
+    }
+
+    /// Waits for the broker, already signalled, to exit.
+    pub fn wait_exit(&mut self) -> ExitStatus {
+        self.child
+            .take()
+            .expect("broker running")
+            .wait()
+            .expect("wait")
+    }
+
     pub fn port(&self) -> u16 {
         self.port
     }
@@ -155,6 +198,20 @@ pub fn run_server_expecting_exit(args: &[&str]) -> (ExitStatus, String) {
         output.status,
         String::from_utf8_lossy(&output.stderr).into_owned(),
     )
+}
+
+/// Polls `condition` every 20 ms until it holds or `timeout` passes; returns whether it held.
+pub fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if condition() {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Path of a file under `tests/`.

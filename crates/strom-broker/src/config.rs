@@ -121,6 +121,9 @@ pub struct BrokerConfig {
     /// `fetch.max.bytes`: caps a fetch response whatever the client asks for, so a
     /// client cannot make the broker buffer more.
     pub fetch_max_bytes: usize,
+    /// `connections.max.idle.ms`: a connection with no request in flight that sends
+    /// nothing for this long is closed.
+    pub connections_max_idle_ms: u64,
     /// `group.min.session.timeout.ms`
     pub group_min_session_timeout_ms: i32,
     /// `group.max.session.timeout.ms`
@@ -204,6 +207,7 @@ impl BrokerConfig {
             producer_id_expiration_check_interval_ms: 600_000,
             socket_request_max_bytes: 104_857_600,
             fetch_max_bytes: 57_671_680,
+            connections_max_idle_ms: 600_000,
             group_min_session_timeout_ms: 6_000,
             group_max_session_timeout_ms: 1_800_000,
             group_max_size: 1000,
@@ -291,6 +295,9 @@ impl BrokerConfig {
                     c.producer_id_expiration_check_interval_ms = at_least(k, parse_num(k, v)?, 1)?
                 }
                 "fetch.max.bytes" => c.fetch_max_bytes = at_least(k, parse_num(k, v)?, 1024)?,
+                "connections.max.idle.ms" => {
+                    c.connections_max_idle_ms = at_least(k, parse_num(k, v)?, 1)?
+                }
                 "group.min.session.timeout.ms" => c.group_min_session_timeout_ms = parse_num(k, v)?,
                 "group.max.session.timeout.ms" => c.group_max_session_timeout_ms = parse_num(k, v)?,
                 "group.initial.rebalance.delay.ms" => {

@@ -11,6 +11,7 @@ pub mod error;
 pub mod group;
 pub mod handlers;
 pub mod log_manager;
+pub mod memory;
 pub mod partition;
 pub mod producer_id_manager;
 pub mod properties;

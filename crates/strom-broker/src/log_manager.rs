@@ -235,6 +235,7 @@ impl LogManager {
             .ok_or_else(ApiError::unknown_topic)?;
         TopicRecord::delete(&self.metadata_dir(), name).map_err(ApiError::from)?;
         for partition in topic.partitions.read().iter() {
+            partition.mark_deleted();
             let dir = partition.with_log(|log| log.dir().to_path_buf());
             if let Err(e) = fs::remove_dir_all(&dir) {
                 tracing::warn!(dir = %dir.display(), error = %e, "could not delete partition directory");

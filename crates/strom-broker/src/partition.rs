@@ -1,6 +1,7 @@
 //! A partition hosted by this broker: its log behind a lock, and the fetch requests
 //! waiting for it to grow.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
@@ -17,6 +18,8 @@ pub struct Partition {
     /// without being woken costs nothing once it is gone; dead entries are pruned on
     /// every registration, so the list is bounded by the fetches in flight.
     waiters: Mutex<Vec<Weak<Notify>>>,
+    /// Set when the topic is deleted, so fetches parked on it answer at once.
+    deleted: AtomicBool,
 }
 
 impl Partition {
@@ -26,6 +29,7 @@ impl Partition {
             index,
             log: Mutex::new(log),
             waiters: Mutex::new(Vec::new()),
+            deleted: AtomicBool::new(false),
         }
     }
 
@@ -36,6 +40,17 @@ impl Partition {
             self.wake_waiters();
         }
         Ok(info)
+    }
+
+    /// Marks the partition as deleted and wakes the fetches waiting on it, which then
+    /// answer UNKNOWN_TOPIC_OR_PARTITION instead of waiting out their `max_wait_ms`.
+    pub fn mark_deleted(&self) {
+        self.deleted.store(true, Ordering::Release);
+        self.wake_waiters();
+    }
+
+    pub fn is_deleted(&self) -> bool {
+        self.deleted.load(Ordering::Acquire)
     }
 
     fn wake_waiters(&self) {

@@ -12,6 +12,7 @@ use tokio::time::Instant;
 
 use crate::group::{CoordinatorConfig, GroupCoordinator};
 use crate::log_manager::LogManager;
+use crate::memory::{MemoryTrimmer, TRIM_CHECK_INTERVAL_MS};
 use crate::producer_id_manager::ProducerIdManager;
 use crate::{connection, now_ms, BrokerConfig, BrokerError, BrokerState};
 
@@ -56,6 +57,7 @@ impl Broker {
             logs,
             producer_ids,
             groups,
+            memory: MemoryTrimmer::default(),
         });
         let (shutdown, shutdown_rx) = watch::channel(false);
         spawn_scheduler(
@@ -83,6 +85,12 @@ impl Broker {
         spawn_scheduler(state.clone(), shutdown_rx.clone(), flush_interval, |s| {
             s.logs.flush_due()
         });
+        spawn_scheduler(
+            state.clone(),
+            shutdown_rx.clone(),
+            TRIM_CHECK_INTERVAL_MS,
+            |s| s.memory.trim_if_connections_closed(),
+        );
         let accept = tokio::spawn(accept_loop(listener, state.clone(), shutdown_rx));
         Ok(RunningBroker {
             state,

@@ -4,6 +4,7 @@
 use crate::config::{BrokerConfig, Listener};
 use crate::group::GroupCoordinator;
 use crate::log_manager::LogManager;
+use crate::memory::MemoryTrimmer;
 use crate::producer_id_manager::ProducerIdManager;
 
 /// Shared broker state, one per running broker.
@@ -15,6 +16,7 @@ pub struct BrokerState {
     pub logs: LogManager,
     pub producer_ids: ProducerIdManager,
     pub groups: GroupCoordinator,
+    pub memory: MemoryTrimmer,
 }
 
 impl BrokerState {

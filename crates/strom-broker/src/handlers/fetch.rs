@@ -22,8 +22,14 @@ use crate::ApiError;
 /// Fetch v13+ names topics by id instead of by name.
 const TOPIC_IDS_SINCE: i16 = 13;
 
+/// The longest a fetch is parked, whatever its `max_wait_ms` asks (up to 24.8 days in
+/// the field). Clients time their requests out after `request.timeout.ms` (30 s by
+/// default) anyway, and an empty answer after the cap only makes them fetch again.
+pub const MAX_WAIT_CAP_MS: u64 = 30_000;
+
 pub async fn handle(ctx: &RequestContext<'_>, req: FetchRequest) -> FetchResponse {
-    let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
+    let wait_ms = (req.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP_MS);
+    let deadline = Instant::now() + Duration::from_millis(wait_ms);
     let waiter = Arc::new(Notify::new());
     let partitions = resolve(ctx, &req);
     loop {
@@ -92,7 +98,8 @@ fn read_all(
         let data = PartitionData::default()
             .with_partition_index(*index)
             .with_preferred_read_replica(kafka_protocol::messages::BrokerId(-1));
-        let data = match partition {
+        let deleted = matches!(partition, Ok(p) if p.is_deleted()).then(ApiError::unknown_topic);
+        let data = match deleted.as_ref().map_or(partition.as_ref(), Err) {
             Err(e) => {
                 has_error = true;
                 data.with_error_code(e.code())
