@@ -38,7 +38,6 @@ const ACCEPTED_WITHOUT_EFFECT: &[&str] = &[
     "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr",
     "default.replication.factor",
-    "min.insync.replicas",
     "process.roles",
     "controller.quorum.voters",
     "controller.quorum.bootstrap.servers",
@@ -220,6 +219,7 @@ impl BrokerConfig {
         let mut roll_hours = None;
         let mut retention = (None, None, None);
         let mut flush_ms = None;
+        let mut timestamp_difference = None;
         for (key, value) in props {
             let k = key.as_str();
             let v = value.as_str();
@@ -278,10 +278,6 @@ impl BrokerConfig {
                 "log.index.size.max.bytes" => {
                     c.log_defaults.segment_index_bytes = at_least(k, parse_num(k, v)?, 4)?
                 }
-                "log.cleanup.policy" => {
-                    c.log_defaults.cleanup_policy =
-                        crate::topic_config::validate_cleanup_policy(k, v)?
-                }
                 "message.max.bytes" => {
                     c.log_defaults.max_message_bytes = at_least(k, parse_num(k, v)?, 0)?
                 }
@@ -314,6 +310,29 @@ impl BrokerConfig {
                 "offsets.retention.check.interval.ms" => {
                     c.offsets_retention_check_interval_ms = at_least(k, parse_num(k, v)?, 1)?
                 }
+                _ if crate::topic_config::by_broker_synonym(k).is_some() => {
+                    let def = crate::topic_config::by_broker_synonym(k).expect("checked");
+                    let value = def.validate(v).map_err(|e| match e {
+                        ConfigError::InvalidValue { value, reason, .. } => {
+                            ConfigError::InvalidValue {
+                                key: k.to_string(),
+                                value,
+                                reason,
+                            }
+                        }
+                        other => other,
+                    })?;
+                    match def.apply {
+                        Some(apply) => apply(&mut c.log_defaults, &value),
+                        None if k == "log.message.timestamp.difference.max.ms" => {
+                            timestamp_difference = Some(parse_num::<i64>(k, &value)?)
+                        }
+                        None => tracing::warn!(
+                            key = k,
+                            "configuration accepted, but strom does not have its feature yet: it has no effect"
+                        ),
+                    }
+                }
                 _ if ACCEPTED_WITHOUT_EFFECT.contains(&k) => {
                     tracing::warn!(key = k, "configuration accepted but has no effect in strom");
                 }
@@ -342,6 +361,16 @@ impl BrokerConfig {
             (None, None, None) => c.log_defaults.retention_ms,
         };
         c.log_defaults.flush_ms = flush_ms.unwrap_or(c.flush_scheduler_interval_ms as i64);
+        if let Some(difference) = timestamp_difference {
+            for bound in [
+                &mut c.log_defaults.timestamp_before_max_ms,
+                &mut c.log_defaults.timestamp_after_max_ms,
+            ] {
+                if *bound == i64::MAX {
+                    *bound = difference;
+                }
+            }
+        }
         Ok(c)
     }
 

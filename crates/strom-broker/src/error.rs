@@ -2,6 +2,7 @@
 //! [`ApiError`], a Kafka error code with a message, chosen at the handler boundary.
 
 use kafka_protocol::ResponseError;
+use strom_log::validator::RecordErrorKind;
 use strom_log::{LogError, ProducerStateError};
 use thiserror::Error;
 
@@ -25,6 +26,9 @@ pub enum BrokerError {
 pub struct ApiError {
     pub code: ResponseError,
     pub message: String,
+    /// Produce: the records of the batch that were rejected (KIP-467), as
+    /// (index in the batch, message).
+    pub record_errors: Vec<(i32, String)>,
 }
 
 impl ApiError {
@@ -32,6 +36,7 @@ impl ApiError {
         Self {
             code,
             message: message.into(),
+            record_errors: Vec::new(),
         }
     }
 
@@ -50,7 +55,20 @@ impl ApiError {
 impl From<LogError> for ApiError {
     fn from(e: LogError) -> Self {
         let code = match &e {
+            LogError::InvalidBatch(b) if b.is_invalid_record() => ResponseError::InvalidRecord,
             LogError::InvalidBatch(_) => ResponseError::CorruptMessage,
+            LogError::RecordErrors { kind, errors, .. } => {
+                let code = match kind {
+                    RecordErrorKind::InvalidRecord => ResponseError::InvalidRecord,
+                    RecordErrorKind::InvalidTimestamp => ResponseError::InvalidTimestamp,
+                };
+                let mut error = Self::new(code, e.to_string());
+                error.record_errors = errors
+                    .iter()
+                    .map(|r| (r.batch_index, r.message.clone()))
+                    .collect();
+                return error;
+            }
             LogError::MessageTooLarge { .. } => ResponseError::MessageTooLarge,
             LogError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
             LogError::ProducerState(ProducerStateError::OutOfOrderSequence { .. }) => {

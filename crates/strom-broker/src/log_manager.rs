@@ -164,6 +164,7 @@ impl LogManager {
         for (k, v) in &configs {
             validated.insert(k.clone(), topic_config::validate(k, v)?);
         }
+        topic_config::validate_together(&validated)?;
         let _admin = self.admin.lock();
         if self.topics.read().contains_key(name) {
             return Err(ApiError::new(

@@ -25,6 +25,23 @@ pub struct LogConfig {
     /// `cleanup.policy`: `delete`, `compact` or both (compaction is not run yet; `delete`
     /// retention applies whenever the policy includes it).
     pub cleanup_policy: String,
+    /// `compression.type`: `producer` keeps each batch's codec; any other value is the
+    /// codec batches are stored with (`uncompressed` for none), recompressing those that
+    /// differ.
+    pub compression_type: String,
+    /// `compression.gzip.level` (-1: zlib's default).
+    pub compression_gzip_level: i32,
+    /// `compression.lz4.level`
+    pub compression_lz4_level: i32,
+    /// `compression.zstd.level`
+    pub compression_zstd_level: i32,
+    /// `message.timestamp.type=LogAppendTime`: batches are stamped with the append time.
+    pub log_append_time: bool,
+    /// `message.timestamp.before.max.ms` (or the deprecated `difference.max.ms` while it
+    /// is unset): how far in the past a CreateTime record may be.
+    pub timestamp_before_max_ms: i64,
+    /// `message.timestamp.after.max.ms` (same fallback): how far in the future.
+    pub timestamp_after_max_ms: i64,
     /// `producer.id.expiration.ms` (a broker config): idempotent-producer state of a
     /// producer that has not written for this long is forgotten.
     pub producer_id_expiration_ms: i64,
@@ -43,6 +60,13 @@ impl Default for LogConfig {
             segment_index_bytes: 10 * 1024 * 1024,
             max_message_bytes: 1024 * 1024 + 12,
             cleanup_policy: "delete".to_string(),
+            compression_type: "producer".to_string(),
+            compression_gzip_level: -1,
+            compression_lz4_level: 9,
+            compression_zstd_level: 3,
+            log_append_time: false,
+            timestamp_before_max_ms: i64::MAX,
+            timestamp_after_max_ms: i64::MAX,
             producer_id_expiration_ms: 24 * 60 * 60 * 1000,
         }
     }
@@ -52,5 +76,27 @@ impl LogConfig {
     /// Whether time and size retention delete segments.
     pub fn deletes(&self) -> bool {
         self.cleanup_policy.split(',').any(|p| p.trim() == "delete")
+    }
+
+    /// Whether the policy includes compaction, so every record needs a key.
+    pub fn compacts(&self) -> bool {
+        self.cleanup_policy
+            .split(',')
+            .any(|p| p.trim() == "compact")
+    }
+
+    /// The codec batches are stored with, `None` to keep the producer's.
+    pub fn target_codec(&self) -> Option<strom_wire::Codec> {
+        strom_wire::Codec::from_config_name(&self.compression_type)
+    }
+
+    /// The level of `codec` (`compression.<codec>.level`).
+    pub fn compression_level(&self, codec: strom_wire::Codec) -> i32 {
+        match codec {
+            strom_wire::Codec::Gzip => self.compression_gzip_level,
+            strom_wire::Codec::Lz4 => self.compression_lz4_level,
+            strom_wire::Codec::Zstd => self.compression_zstd_level,
+            strom_wire::Codec::None | strom_wire::Codec::Snappy => 0,
+        }
     }
 }

@@ -3,6 +3,7 @@
 use strom_wire::BatchError;
 use thiserror::Error;
 
+use crate::validator::{RecordError, RecordErrorKind};
 use crate::ProducerStateError;
 
 #[derive(Debug, Error)]
@@ -21,6 +22,15 @@ pub enum LogError {
         offset: i64,
         log_start_offset: i64,
         log_end_offset: i64,
+    },
+    /// Records of a batch break the topic's rules (compacted topic without key,
+    /// timestamp out of range): the whole batch is refused, with one error per record
+    /// (KIP-467).
+    #[error("{message}")]
+    RecordErrors {
+        kind: RecordErrorKind,
+        message: String,
+        errors: Vec<RecordError>,
     },
     /// The idempotent-producer check refused the batch.
     #[error(transparent)]

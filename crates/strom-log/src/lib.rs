@@ -15,6 +15,7 @@ pub mod partition_log;
 pub mod producer_state;
 pub mod segment;
 pub mod time_index;
+pub mod validator;
 
 pub use config::LogConfig;
 pub use error::LogError;

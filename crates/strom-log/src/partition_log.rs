@@ -12,6 +12,7 @@ use strom_wire::{RecordBatchHeader, RecordBatches};
 use crate::checkpoint::PartitionCheckpoint;
 use crate::producer_state::SequenceCheck;
 use crate::segment::{PreparedBatch, Segment, REWRITTEN_PREFIX_LEN};
+use crate::validator::validate_batch;
 use crate::{LogConfig, LogError, ProducerStateManager};
 
 /// The result of an append, as the produce response reports it.
@@ -25,6 +26,8 @@ pub struct AppendInfo {
     pub record_count: i64,
     /// Whether the batch was a retry of one already in the log.
     pub duplicate: bool,
+    /// The append time stamped on the batches (LogAppendTime topics), else -1.
+    pub log_append_time_ms: i64,
 }
 
 /// Whole batches read for a fetch.
@@ -136,34 +139,42 @@ impl PartitionLog {
 
     /// Validates and appends a producer's record set, assigning offsets.
     ///
-    /// Every batch is checked (length, counts, CRC, producer sequence) before anything is
-    /// written, so a request is appended whole or not at all. A retried idempotent batch
-    /// that is already in the log is acknowledged with its original offsets.
+    /// Every batch is checked (length, CRC, counts and records as Kafka's
+    /// `LogValidator` does, producer sequence) and rewritten where the topic asks for it
+    /// before anything is written, so a request is appended whole or not at all. A
+    /// retried idempotent batch that is already in the log is acknowledged with its
+    /// original offsets.
     pub fn append(&mut self, records: &[u8], now_ms: i64) -> Result<AppendInfo, LogError> {
-        let mut next_offset = self.log_end_offset();
-        let mut prepared = Vec::new();
-        let mut headers = Vec::new();
-        let mut record_count = 0i64;
+        let tp = self.topic_partition();
+        let mut validated = Vec::new();
         for batch in RecordBatches::new(records) {
-            let (mut header, bytes) = batch?;
+            let (header, bytes) = batch?;
             if bytes.len() > self.config.max_message_bytes {
                 return Err(LogError::MessageTooLarge {
                     size: bytes.len(),
                     max: self.config.max_message_bytes,
                 });
             }
-            header.validate_counts()?;
             verify_crc(bytes)?;
-            if let SequenceCheck::Duplicate(meta) = self.producer_state.check(&header)? {
+            let batch = validate_batch(&tp, header, bytes, &self.config, now_ms)?;
+            if let SequenceCheck::Duplicate(meta) = self.producer_state.check(&batch.header)? {
                 return Ok(AppendInfo {
                     base_offset: meta.first_offset,
                     last_offset: meta.last_offset,
                     log_start_offset: self.log_start_offset,
                     record_count: 0,
                     duplicate: true,
+                    log_append_time_ms: self.log_append_time(now_ms),
                 });
             }
-            header.base_offset = next_offset;
+            validated.push(batch);
+        }
+        let mut next_offset = self.log_end_offset();
+        let mut prepared = Vec::with_capacity(validated.len());
+        let mut record_count = 0i64;
+        for batch in &mut validated {
+            batch.header.base_offset = next_offset;
+            let bytes = &batch.bytes;
             let mut prefix = [0u8; REWRITTEN_PREFIX_LEN];
             prefix[0..8].copy_from_slice(&next_offset.to_be_bytes());
             prefix[8..12].copy_from_slice(&bytes[8..12]);
@@ -172,12 +183,11 @@ impl PartitionLog {
                 prefix,
                 rest: &bytes[REWRITTEN_PREFIX_LEN..],
                 base_offset: next_offset,
-                last_offset: header.last_offset(),
-                max_timestamp: header.max_timestamp,
+                last_offset: batch.header.last_offset(),
+                max_timestamp: batch.header.max_timestamp,
             });
-            record_count += header.last_offset_delta as i64 + 1;
-            next_offset = header.next_offset();
-            headers.push(header);
+            record_count += batch.header.record_count as i64;
+            next_offset = batch.header.next_offset();
         }
         let (Some(first), Some(last)) = (prepared.first(), prepared.last()) else {
             return Err(strom_wire::BatchError::Truncated {
@@ -187,11 +197,21 @@ impl PartitionLog {
             .into());
         };
         let (base_offset, last_offset) = (first.base_offset, last.last_offset);
+        assert_eq!(
+            base_offset,
+            self.log_end_offset(),
+            "appends start at the log end"
+        );
+        assert_eq!(
+            last_offset - base_offset + 1,
+            record_count,
+            "validated batches have contiguous offsets"
+        );
         let total: usize = prepared.iter().map(PreparedBatch::len).sum();
-        self.maybe_roll(total as u64, now_ms)?;
+        self.maybe_roll(total as u64, last_offset, now_ms)?;
         self.active_mut().append(&prepared)?;
-        for header in &headers {
-            self.producer_state.update(header);
+        for batch in &validated {
+            self.producer_state.update(&batch.header);
         }
         self.unflushed_records += record_count;
         if self.unflushed_records >= self.config.flush_messages {
@@ -203,7 +223,25 @@ impl PartitionLog {
             log_start_offset: self.log_start_offset,
             record_count,
             duplicate: false,
+            log_append_time_ms: self.log_append_time(now_ms),
         })
+    }
+
+    /// The append time a produce response reports: `now` for a LogAppendTime topic,
+    /// -1 otherwise.
+    fn log_append_time(&self, now_ms: i64) -> i64 {
+        if self.config.log_append_time {
+            now_ms
+        } else {
+            -1
+        }
+    }
+
+    /// `topic-partition`, as Kafka names a partition in its messages (the directory name).
+    fn topic_partition(&self) -> String {
+        self.dir
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
     }
 
     fn active(&self) -> &Segment {
@@ -220,8 +258,10 @@ impl PartitionLog {
             .expect("a log always has an active segment")
     }
 
-    /// Starts a new segment when the active one is full by size, age or index space.
-    fn maybe_roll(&mut self, incoming: u64, now_ms: i64) -> Result<(), LogError> {
+    /// Starts a new segment when the active one is full by size, age or index space, or
+    /// when the append's last offset would not fit the index's 32-bit relative offsets
+    /// (Kafka's `canConvertToRelativeOffset`).
+    fn maybe_roll(&mut self, incoming: u64, last_offset: i64, now_ms: i64) -> Result<(), LogError> {
         let active = self.active();
         if active.size() == 0 {
             return Ok(());
@@ -230,7 +270,8 @@ impl PartitionLog {
         let too_old = active
             .first_batch_timestamp()
             .is_some_and(|t| now_ms - t > self.config.segment_ms);
-        if !(too_big || too_old || active.is_index_full()) {
+        let offsets_overflow = !active.fits_relative_offsets(last_offset);
+        if !(too_big || too_old || offsets_overflow || active.is_index_full()) {
             return Ok(());
         }
         let base = self.log_end_offset();

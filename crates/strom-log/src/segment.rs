@@ -244,7 +244,10 @@ impl Segment {
                 break;
             };
             let len = header.total_len() as u64;
-            if position + len > self.size || header.base_offset < self.base_offset {
+            if position + len > self.size
+                || header.base_offset < self.base_offset
+                || !self.fits_relative_offsets(header.last_offset())
+            {
                 break;
             }
             if verify {
@@ -292,7 +295,7 @@ impl Segment {
             || self.bytes_since_last_index_entry >= self.index_interval_bytes
         {
             self.offset_index.append(OffsetPosition {
-                relative_offset: (base_offset - self.base_offset) as u32,
+                relative_offset: self.relative_offset(base_offset),
                 position: position as u32,
             });
             if self
@@ -302,7 +305,7 @@ impl Segment {
             {
                 self.time_index.append(TimestampOffset {
                     timestamp: self.max_timestamp,
-                    relative_offset: (self.offset_of_max_timestamp - self.base_offset) as u32,
+                    relative_offset: self.relative_offset(self.offset_of_max_timestamp),
                 });
             }
             self.bytes_since_last_index_entry = 0;
@@ -310,8 +313,33 @@ impl Segment {
         self.bytes_since_last_index_entry += len;
     }
 
+    /// Whether `offset` can be stored in this segment's 32-bit relative index offsets
+    /// (0 ≤ offset − base ≤ i32::MAX, Kafka's `canConvertToRelativeOffset`).
+    pub fn fits_relative_offsets(&self, offset: i64) -> bool {
+        (0..=i32::MAX as i64).contains(&(offset - self.base_offset))
+    }
+
+    /// The index's relative offset of `offset`. The log rolls before an append that would
+    /// not fit, and recovery stops at a batch that does not, so a miss is a bug here.
+    fn relative_offset(&self, offset: i64) -> u32 {
+        assert!(
+            self.fits_relative_offsets(offset),
+            "offset {offset} outside the relative range of segment {}",
+            self.base_offset
+        );
+        (offset - self.base_offset) as u32
+    }
+
     /// Appends prepared batches with one vectored write and indexes them.
     pub fn append(&mut self, batches: &[PreparedBatch<'_>]) -> Result<(), LogError> {
+        if let Some(last) = batches.last() {
+            assert!(
+                self.fits_relative_offsets(last.last_offset),
+                "append of offset {} to segment {} needed a roll",
+                last.last_offset,
+                self.base_offset
+            );
+        }
         let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(batches.len() * 2);
         for b in batches {
             slices.push(IoSlice::new(&b.prefix));

@@ -49,9 +49,24 @@ pub enum BatchError {
     /// The stored CRC does not match the batch contents (Kafka's CORRUPT_MESSAGE).
     #[error("record batch CRC mismatch: stored {stored:#010x}, computed {computed:#010x}")]
     CrcMismatch { stored: u32, computed: u32 },
-    /// The header's counts are inconsistent (negative count, delta below count).
-    #[error("invalid record batch header: {0}")]
-    InvalidHeader(&'static str),
+    /// The header's counts are inconsistent with each other or with the records
+    /// (Kafka's INVALID_RECORD, with its message).
+    #[error("{0}")]
+    InvalidHeader(String),
+    /// A record inside the batch is malformed (Kafka's INVALID_RECORD).
+    #[error("{0}")]
+    InvalidRecord(String),
+    /// A compressed records section does not decompress, or inflates past the limit.
+    #[error("invalid compressed records: {0}")]
+    Compression(String),
+}
+
+impl BatchError {
+    /// Whether Kafka answers this with INVALID_RECORD (the batch is well-formed bytes
+    /// whose contents break a rule) rather than CORRUPT_MESSAGE (damaged bytes).
+    pub fn is_invalid_record(&self) -> bool {
+        matches!(self, Self::InvalidHeader(_) | Self::InvalidRecord(_))
+    }
 }
 
 /// The fixed header of one record batch, parsed without touching the records.
@@ -170,17 +185,76 @@ impl RecordBatchHeader {
         }
     }
 
-    /// Checks the header's counts describe a batch a producer may send: at least one
-    /// record, and offsets deltas that cover the records.
+    /// Checks the header's counts describe a batch a client may send, as Kafka's
+    /// `LogValidator.validateBatch` does: a positive offset span equal to the record
+    /// count (so `lastOffsetDelta` cannot move the log end past the records).
     pub fn validate_counts(&self) -> Result<(), BatchError> {
-        if self.record_count <= 0 {
-            return Err(BatchError::InvalidHeader("record count must be positive"));
+        let span = self.last_offset_delta as i64 + 1;
+        if span <= 0 {
+            return Err(BatchError::InvalidHeader(format!(
+                "Batch has an invalid offset range: [{}, {}]",
+                self.base_offset,
+                self.last_offset()
+            )));
         }
-        if self.last_offset_delta < 0 {
-            return Err(BatchError::InvalidHeader("negative last offset delta"));
+        if self.record_count <= 0 {
+            return Err(BatchError::InvalidHeader(format!(
+                "Invalid reported count for record batch: {}",
+                self.record_count
+            )));
+        }
+        if span != self.record_count as i64 {
+            return Err(BatchError::InvalidHeader(format!(
+                "Inconsistent batch offset range [{}, {}] and count of records {}",
+                self.base_offset,
+                self.last_offset(),
+                self.record_count
+            )));
         }
         Ok(())
     }
+
+    /// The header of a batch holding the same records re-encoded: `attributes` (codec
+    /// and timestamp type) and `max_timestamp` replaced, everything else kept.
+    pub fn encode_rebuilt(&self, attributes: i16, max_timestamp: i64, records: &[u8]) -> Vec<u8> {
+        let mut b = Vec::with_capacity(BATCH_HEADER_LEN + records.len());
+        b.extend_from_slice(&self.base_offset.to_be_bytes());
+        b.extend_from_slice(
+            &((BATCH_HEADER_LEN - LOG_OVERHEAD + records.len()) as i32).to_be_bytes(),
+        );
+        b.extend_from_slice(&self.partition_leader_epoch.to_be_bytes());
+        b.push(2);
+        b.extend_from_slice(&[0; 4]);
+        b.extend_from_slice(&attributes.to_be_bytes());
+        b.extend_from_slice(&self.last_offset_delta.to_be_bytes());
+        b.extend_from_slice(&self.base_timestamp.to_be_bytes());
+        b.extend_from_slice(&max_timestamp.to_be_bytes());
+        b.extend_from_slice(&self.producer_id.to_be_bytes());
+        b.extend_from_slice(&self.producer_epoch.to_be_bytes());
+        b.extend_from_slice(&self.base_sequence.to_be_bytes());
+        b.extend_from_slice(&self.record_count.to_be_bytes());
+        b.extend_from_slice(records);
+        update_crc(&mut b);
+        b
+    }
+}
+
+/// Attribute bit of the timestamp type: set for LogAppendTime.
+pub const TIMESTAMP_TYPE_BIT: i16 = 0x08;
+
+/// Stamps a batch with the broker's append time, as Kafka does for a topic with
+/// `message.timestamp.type=LogAppendTime`: the timestamp-type bit and the maximum
+/// timestamp are set, and the CRC, which covers both, recomputed.
+pub fn set_log_append_time(batch: &mut [u8], now_ms: i64) {
+    let attributes = be_i16(batch, 21) | TIMESTAMP_TYPE_BIT;
+    batch[21..23].copy_from_slice(&attributes.to_be_bytes());
+    batch[35..43].copy_from_slice(&now_ms.to_be_bytes());
+    update_crc(batch);
+}
+
+fn update_crc(batch: &mut [u8]) {
+    let crc = crc32c::crc32c(&batch[CRC_START..]);
+    batch[CRC_OFFSET..CRC_START].copy_from_slice(&crc.to_be_bytes());
 }
 
 /// Verifies the CRC32C of one whole batch (`bytes` must be exactly the batch).

@@ -3,6 +3,7 @@
 //! code serves the broker's sockets, the log's recovery scan and the benchmarks.
 
 pub mod batch;
+pub mod codec;
 pub mod error;
 pub mod frame;
 pub mod records;
@@ -10,6 +11,7 @@ pub mod request;
 pub mod response;
 
 pub use batch::{BatchError, RecordBatchHeader, RecordBatches, BATCH_HEADER_LEN};
+pub use codec::Codec;
 pub use error::WireError;
 pub use frame::FrameDecoder;
 pub use request::{decode_request, DecodedRequest};

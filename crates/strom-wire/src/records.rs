@@ -1,8 +1,11 @@
-//! Record-level access for the rare paths that need it (ListOffsets by timestamp): one
-//! batch is decoded, and decompressed if needed, with the protocol crate's decoder.
+//! Record-level access for the paths that need it: ListOffsets by timestamp decodes one
+//! batch with the protocol crate's decoder; produce validation walks an uncompressed
+//! records section with [`for_each_record`], parsing only varints.
 
 use bytes::Bytes;
 use kafka_protocol::records::RecordBatchDecoder;
+
+use crate::BatchError;
 
 /// The offset and timestamp of the first record in `batch` whose timestamp is at least
 /// `timestamp`, or `None` if there is none or the batch cannot be decoded.
@@ -13,4 +16,234 @@ pub fn first_record_at_or_after(batch: &[u8], timestamp: i64) -> Option<(i64, i6
         .iter()
         .find(|r| r.timestamp >= timestamp)
         .map(|r| (r.offset, r.timestamp))
+}
+
+/// One record of a batch, as [`for_each_record`] sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordView<'a> {
+    /// Position of the record in its batch (Kafka's `batch_index` in record errors).
+    pub index: i32,
+    pub offset_delta: i32,
+    pub timestamp_delta: i64,
+    /// `None` for a null key.
+    pub key: Option<&'a [u8]>,
+    pub value: Option<&'a [u8]>,
+}
+
+/// Calls `f` for each of the `count` records in an uncompressed records section (the
+/// batch bytes after its 61-byte header), checking what Kafka's record iterator checks:
+/// every record's length covers exactly its fields, there are exactly `count` records
+/// and no bytes after them; and what strom guarantees its readers: offset deltas are
+/// 0, 1, 2, … so the batch's offsets are contiguous. Only varints are parsed; nothing is
+/// copied.
+pub fn for_each_record<'a>(
+    records: &'a [u8],
+    count: i32,
+    mut f: impl FnMut(RecordView<'a>) -> Result<(), BatchError>,
+) -> Result<(), BatchError> {
+    let mut cursor = Cursor {
+        bytes: records,
+        at: 0,
+    };
+    for index in 0..count {
+        if cursor.at == records.len() {
+            return Err(invalid(format!(
+                "Incorrect declared batch size, premature EOF reached: {count} records declared, {index} found"
+            )));
+        }
+        let length = cursor.varint()?;
+        let start = cursor.at;
+        let end = usize::try_from(length)
+            .ok()
+            .and_then(|l| start.checked_add(l))
+            .filter(|&e| e <= records.len())
+            .ok_or_else(|| invalid(format!("Invalid record size: expected {length} bytes")))?;
+        let mut record = Cursor {
+            bytes: &records[..end],
+            at: start,
+        };
+        record.take(1)?;
+        let timestamp_delta = record.varlong()?;
+        let offset_delta = record.varint()?;
+        if offset_delta != index {
+            return Err(invalid(format!(
+                "Record {index} of the batch has offset delta {offset_delta}: offsets must be contiguous"
+            )));
+        }
+        let key = record.bytes_field()?;
+        let value = record.bytes_field()?;
+        let headers = record.varint()?;
+        if headers < 0 {
+            return Err(invalid(format!(
+                "Found invalid number of record headers {headers}"
+            )));
+        }
+        for _ in 0..headers {
+            if record.bytes_field()?.is_none() {
+                return Err(invalid("Invalid negative header key size".to_string()));
+            }
+            record.bytes_field()?;
+        }
+        if record.at != end {
+            return Err(invalid(format!(
+                "Invalid record size: expected to read {length} bytes in record payload, but instead read {}",
+                record.at - start
+            )));
+        }
+        cursor.at = end;
+        f(RecordView {
+            index,
+            offset_delta,
+            timestamp_delta,
+            key,
+            value,
+        })?;
+    }
+    if cursor.at != records.len() {
+        return Err(invalid(
+            "Incorrect declared batch size, records still remaining in file".to_string(),
+        ));
+    }
+    Ok(())
+}
+
+fn invalid(message: String) -> BatchError {
+    BatchError::InvalidRecord(message)
+}
+
+/// Reads Kafka's zigzag varints from a byte slice, never past its end.
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], BatchError> {
+        let end = self
+            .at
+            .checked_add(n)
+            .filter(|&e| e <= self.bytes.len())
+            .ok_or_else(|| invalid("Invalid record size: record ends early".to_string()))?;
+        let out = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(out)
+    }
+
+    fn unsigned(&mut self, max_bytes: usize) -> Result<u64, BatchError> {
+        let mut value = 0u64;
+        for i in 0..max_bytes {
+            let byte = self.take(1)?[0];
+            value |= u64::from(byte & 0x7f) << (7 * i);
+            if byte & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err(invalid("Invalid varint: too many bytes".to_string()))
+    }
+
+    fn varint(&mut self) -> Result<i32, BatchError> {
+        let raw = self.unsigned(5)? as u32;
+        Ok(((raw >> 1) as i32) ^ -((raw & 1) as i32))
+    }
+
+    fn varlong(&mut self) -> Result<i64, BatchError> {
+        let raw = self.unsigned(10)?;
+        Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64))
+    }
+
+    /// A varint length followed by that many bytes; a negative length is null.
+    fn bytes_field(&mut self) -> Result<Option<&'a [u8]>, BatchError> {
+        let len = self.varint()?;
+        if len < 0 {
+            return Ok(None);
+        }
+        self.take(len as usize).map(Some)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+
+    fn encoded(keys: &[Option<&str>]) -> Vec<u8> {
+        let records: Vec<Record> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, key)| Record {
+                transactional: false,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: -1,
+                producer_id: -1,
+                producer_epoch: -1,
+                timestamp_type: TimestampType::Creation,
+                offset: i as i64,
+                sequence: i as i32 - 1,
+                timestamp: 1_000 + i as i64,
+                key: key.map(|k| Bytes::from(k.to_string())),
+                value: Some(Bytes::from_static(b"value")),
+                headers: [(
+                    kafka_protocol::protocol::StrBytes::from_static_str("h"),
+                    Some(Bytes::from_static(b"v")),
+                )]
+                .into_iter()
+                .collect(),
+            })
+            .collect();
+        let mut buf = bytes::BytesMut::new();
+        RecordBatchEncoder::encode(
+            &mut buf,
+            &records,
+            &RecordEncodeOptions {
+                version: 2,
+                compression: Compression::None,
+            },
+        )
+        .unwrap();
+        buf.to_vec()
+    }
+
+    #[test]
+    fn walks_every_record_with_its_key_and_timestamp() {
+        let batch = encoded(&[Some("a"), None, Some("ccc")]);
+        let mut seen = Vec::new();
+        for_each_record(&batch[crate::BATCH_HEADER_LEN..], 3, |r| {
+            seen.push((r.index, r.timestamp_delta, r.key.map(<[u8]>::to_vec)));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(
+            seen,
+            vec![
+                (0, 0, Some(b"a".to_vec())),
+                (1, 1, None),
+                (2, 2, Some(b"ccc".to_vec()))
+            ]
+        );
+    }
+
+    #[test]
+    fn a_count_that_does_not_match_the_records_is_refused() {
+        let batch = encoded(&[Some("a"), Some("b"), Some("c")]);
+        let body = &batch[crate::BATCH_HEADER_LEN..];
+        let fewer = for_each_record(body, 1, |_| Ok(())).unwrap_err();
+        assert!(fewer.to_string().contains("still remaining"), "{fewer}");
+        let more = for_each_record(body, 4, |_| Ok(())).unwrap_err();
+        assert!(more.to_string().contains("premature EOF"), "{more}");
+    }
+
+    #[test]
+    fn truncated_records_are_refused_without_panicking() {
+        let batch = encoded(&[Some("a"), Some("b")]);
+        let body = &batch[crate::BATCH_HEADER_LEN..];
+        for cut in 0..body.len() {
+            assert!(
+                for_each_record(&body[..cut], 2, |_| Ok(())).is_err(),
+                "cut at {cut}"
+            );
+        }
+    }
 }

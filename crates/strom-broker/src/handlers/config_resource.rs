@@ -25,6 +25,7 @@ pub struct ConfigValue {
     pub value: String,
     pub source: i8,
     pub config_type: ConfigType,
+    pub doc: &'static str,
 }
 
 /// Every config of `topic` with its effective value and where that value comes from:
@@ -34,22 +35,22 @@ pub fn topic_configs(state: &BrokerState, topic: &Topic) -> Vec<ConfigValue> {
     let defaults = state.logs.defaults();
     topic_config::TOPIC_CONFIGS
         .iter()
-        .map(|(name, config_type)| {
-            let from_broker = topic_config::broker_synonym(name)
-                .is_some_and(|b| state.config.given.contains_key(b));
-            let (value, source) = match overrides.get(*name) {
-                Some(v) => (v.clone(), DYNAMIC_TOPIC_CONFIG),
-                None if from_broker => (
-                    topic_config::default_value(defaults, name),
-                    STATIC_BROKER_CONFIG,
-                ),
-                None => (topic_config::default_value(defaults, name), DEFAULT_CONFIG),
+        .map(|def| {
+            let from_broker = def
+                .broker_synonym
+                .and_then(|b| state.config.given.get(b))
+                .and_then(|v| def.validate(v).ok());
+            let (value, source) = match (overrides.get(def.name), from_broker) {
+                (Some(v), _) => (v.clone(), DYNAMIC_TOPIC_CONFIG),
+                (None, Some(given)) => (given, STATIC_BROKER_CONFIG),
+                (None, None) => (def.default_value(defaults), DEFAULT_CONFIG),
             };
             ConfigValue {
-                name,
+                name: def.name,
                 value,
                 source,
-                config_type: *config_type,
+                config_type: def.config_type,
+                doc: def.doc,
             }
         })
         .collect()
@@ -71,6 +72,7 @@ pub fn replace_topic_configs(
         let value = topic_config::validate(&k, &v)?;
         validated.insert(k, value);
     }
+    topic_config::validate_together(&validated)?;
     if validate_only {
         return Ok(());
     }

@@ -24,6 +24,7 @@ fn entry(name: &str, value: String, source: i8, read_only: bool) -> DescribeConf
 fn topic_entries(
     ctx: &RequestContext<'_>,
     name: &str,
+    include_documentation: bool,
 ) -> Result<Vec<DescribeConfigsResourceResult>, ApiError> {
     let topic = ctx
         .state
@@ -32,7 +33,11 @@ fn topic_entries(
         .ok_or_else(ApiError::unknown_topic)?;
     Ok(topic_configs(ctx.state, &topic)
         .into_iter()
-        .map(|c| entry(c.name, c.value, c.source, false).with_config_type(c.config_type as i8))
+        .map(|c| {
+            entry(c.name, c.value, c.source, false)
+                .with_config_type(c.config_type as i8)
+                .with_documentation(include_documentation.then(|| StrBytes::from_static_str(c.doc)))
+        })
         .collect())
 }
 
@@ -51,7 +56,9 @@ pub fn handle(ctx: &RequestContext<'_>, req: DescribeConfigsRequest) -> Describe
         .into_iter()
         .map(|resource| {
             let entries = match resource.resource_type {
-                RESOURCE_TOPIC => topic_entries(ctx, &resource.resource_name),
+                RESOURCE_TOPIC => {
+                    topic_entries(ctx, &resource.resource_name, req.include_documentation)
+                }
                 RESOURCE_BROKER => Ok(broker_entries(ctx)),
                 other => Err(unsupported_resource(other)),
             };

@@ -52,10 +52,9 @@ fn alter(
                 configs.remove(&key);
             }
             APPEND | SUBTRACT => {
-                if !matches!(
-                    topic_config::TOPIC_CONFIGS.iter().find(|(k, _)| *k == key),
-                    Some((_, topic_config::ConfigType::List))
-                ) {
+                if topic_config::def(&key).map(|d| d.config_type)
+                    != Some(topic_config::ConfigType::List)
+                {
                     return Err(ApiError::new(
                         ResponseError::InvalidConfig,
                         format!("Config value append/subtract is not allowed for config key {key}"),

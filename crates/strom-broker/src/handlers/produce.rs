@@ -1,9 +1,13 @@
 //! Produce: validate and append each partition's record set, then acknowledge.
 //!
-//! With a single replica, an append is committed as soon as it is written, so acks=1 and
+//! Validation (Kafka's `LogValidator`) and the topic's rewrites (recompression,
+//! LogAppendTime) happen in the log's append; its record errors (KIP-467) are returned
+//! per partition. With a single replica, an append is committed as soon as it is written, so acks=1 and
 //! acks=all are answered at the same point; acks=0 gets no response at all.
 
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -44,11 +48,24 @@ pub fn handle(ctx: &RequestContext<'_>, req: ProduceRequest) -> Option<ProduceRe
                     match result {
                         Ok(info) => response
                             .with_base_offset(info.base_offset)
-                            .with_log_start_offset(info.log_start_offset),
+                            .with_log_start_offset(info.log_start_offset)
+                            .with_log_append_time_ms(info.log_append_time_ms),
                         Err(e) => response
                             .with_error_code(e.code())
                             .with_base_offset(-1)
                             .with_log_start_offset(-1)
+                            .with_record_errors(
+                                e.record_errors
+                                    .into_iter()
+                                    .map(|(index, message)| {
+                                        BatchIndexAndErrorMessage::default()
+                                            .with_batch_index(index)
+                                            .with_batch_index_error_message(Some(
+                                                StrBytes::from_string(message),
+                                            ))
+                                    })
+                                    .collect(),
+                            )
                             .with_error_message(Some(StrBytes::from_string(e.message))),
                     }
                 })

@@ -20,6 +20,8 @@ pub struct BatchSpec {
     pub base_sequence: i32,
     /// Byte every value is filled with, so batches can be told apart.
     pub fill: u8,
+    /// Whether records carry a key (`k<index>`); null keys otherwise.
+    pub keyed: bool,
 }
 
 impl BatchSpec {
@@ -33,6 +35,7 @@ impl BatchSpec {
             producer_epoch: -1,
             base_sequence: -1,
             fill: b'x',
+            keyed: false,
         }
     }
 
@@ -45,6 +48,11 @@ impl BatchSpec {
         self.producer_id = producer_id;
         self.producer_epoch = epoch;
         self.base_sequence = base_sequence;
+        self
+    }
+
+    pub fn with_keys(mut self) -> Self {
+        self.keyed = true;
         self
     }
 
@@ -62,7 +70,13 @@ impl BatchSpec {
             body.push(0); // attributes
             put_varint(&mut body, i as i64); // timestamp delta
             put_varint(&mut body, i as i64); // offset delta
-            put_varint(&mut body, -1); // null key
+            if self.keyed {
+                let key = format!("k{i}");
+                put_varint(&mut body, key.len() as i64);
+                body.extend_from_slice(key.as_bytes());
+            } else {
+                put_varint(&mut body, -1); // null key
+            }
             put_varint(&mut body, self.value_size as i64);
             body.resize(body.len() + self.value_size, self.fill);
             put_varint(&mut body, 0); // no headers

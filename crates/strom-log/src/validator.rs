@@ -1,0 +1,246 @@
+//! Validation of a producer's batch before it is appended, as Kafka's `LogValidator`:
+//! header invariants, the records themselves where they must be read, and the rewrite
+//! the topic asks for (recompression to its `compression.type`, LogAppendTime stamps).
+//!
+//! Reading records costs: an uncompressed batch is always walked (varints only, no copy)
+//! so that its count, offsets and record lengths are known to hold. A compressed batch
+//! is trusted past its header unless the topic needs its records — a compacted topic
+//! (keys), a CreateTime range check, or a different codec — and then decompressed, at
+//! most [`DECOMPRESSED_LIMIT_FACTOR`] × `max.message.bytes`.
+
+use std::borrow::Cow;
+
+use strom_wire::batch::{set_log_append_time, TIMESTAMP_TYPE_BIT};
+use strom_wire::codec::{compress, decompress};
+use strom_wire::records::for_each_record;
+use strom_wire::{BatchError, Codec, RecordBatchHeader, BATCH_HEADER_LEN};
+
+use crate::{LogConfig, LogError};
+
+/// A compressed batch may inflate to this many times `max.message.bytes` before it is
+/// refused: generous for real data (text compresses about 10×), bounded for a bomb.
+pub const DECOMPRESSED_LIMIT_FACTOR: usize = 32;
+
+/// Kafka shows at most this many record errors in the partition's error message.
+const ERRORS_IN_MESSAGE: usize = 3;
+
+/// Which of Kafka's codes a rejected batch's record errors map to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordErrorKind {
+    /// INVALID_RECORD (87)
+    InvalidRecord,
+    /// INVALID_TIMESTAMP (32)
+    InvalidTimestamp,
+}
+
+/// One rejected record (KIP-467): its index in the batch and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordError {
+    pub batch_index: i32,
+    pub message: String,
+}
+
+/// A batch as it will be written: the producer's bytes, or a rewritten copy.
+#[derive(Debug)]
+pub struct ValidatedBatch<'a> {
+    pub bytes: Cow<'a, [u8]>,
+    pub header: RecordBatchHeader,
+}
+
+/// Validates one batch of a produce request for the partition `tp` (named in Kafka's
+/// messages) and applies the topic's codec and timestamp type.
+pub fn validate_batch<'a>(
+    tp: &str,
+    header: RecordBatchHeader,
+    bytes: &'a [u8],
+    config: &LogConfig,
+    now_ms: i64,
+) -> Result<ValidatedBatch<'a>, LogError> {
+    header
+        .validate_counts()
+        .map_err(|e| with_partition(e, tp))?;
+    if header.is_control() {
+        return Err(invalid_header(format!(
+            "Clients are not allowed to write control records in topic partition {tp}."
+        )));
+    }
+    if header.producer_id >= 0 && header.base_sequence < 0 {
+        return Err(invalid_header(format!(
+            "Invalid sequence number {} in record batch with producerId {} in topic partition {tp}.",
+            header.base_sequence, header.producer_id
+        )));
+    }
+    let source = Codec::from_attributes(header.attributes).ok_or_else(|| {
+        BatchError::Compression(format!("unknown codec id {}", header.attributes & 0x07))
+    })?;
+    let target = config.target_codec().unwrap_or(source);
+    let check_timestamps = !config.log_append_time
+        && (config.timestamp_before_max_ms != i64::MAX
+            || config.timestamp_after_max_ms != i64::MAX);
+    let producer_set_log_append_time =
+        !config.log_append_time && header.attributes & TIMESTAMP_TYPE_BIT != 0;
+    let read_records = source == Codec::None
+        || target != source
+        || config.compacts()
+        || check_timestamps
+        || producer_set_log_append_time;
+    let section = &bytes[BATCH_HEADER_LEN..];
+    let records: Cow<'_, [u8]> = match source {
+        _ if !read_records => Cow::Borrowed(section),
+        Codec::None => Cow::Borrowed(section),
+        codec => Cow::Owned(decompress(
+            codec,
+            section,
+            config
+                .max_message_bytes
+                .saturating_mul(DECOMPRESSED_LIMIT_FACTOR),
+        )?),
+    };
+    if read_records {
+        let errors = check_records(tp, &header, &records, config, now_ms, check_timestamps)?;
+        if let Some(kind) = errors.kind {
+            return Err(LogError::RecordErrors {
+                kind,
+                message: errors_message(kind, &errors.errors),
+                errors: errors.errors,
+            });
+        }
+    }
+    let stamp = config.log_append_time.then_some(now_ms);
+    let bytes = if target != source {
+        let attributes = (header.attributes & !0x07 & !TIMESTAMP_TYPE_BIT)
+            | target as i16
+            | if stamp.is_some() {
+                TIMESTAMP_TYPE_BIT
+            } else {
+                0
+            };
+        let compressed = compress(target, config.compression_level(target), &records)?;
+        Cow::Owned(header.encode_rebuilt(
+            attributes,
+            stamp.unwrap_or(header.max_timestamp),
+            &compressed,
+        ))
+    } else if let Some(now) = stamp {
+        let mut owned = bytes.to_vec();
+        set_log_append_time(&mut owned, now);
+        Cow::Owned(owned)
+    } else {
+        Cow::Borrowed(bytes)
+    };
+    if bytes.len() > config.max_message_bytes {
+        return Err(LogError::MessageTooLarge {
+            size: bytes.len(),
+            max: config.max_message_bytes,
+        });
+    }
+    let header = RecordBatchHeader::parse(&bytes)?;
+    Ok(ValidatedBatch { bytes, header })
+}
+
+struct Checked {
+    kind: Option<RecordErrorKind>,
+    errors: Vec<RecordError>,
+}
+
+/// Walks the records, collecting Kafka's per-record errors. A malformed record is an
+/// error of the whole batch (Kafka throws rather than collects those).
+fn check_records(
+    tp: &str,
+    header: &RecordBatchHeader,
+    records: &[u8],
+    config: &LogConfig,
+    now_ms: i64,
+    check_timestamps: bool,
+) -> Result<Checked, LogError> {
+    let compacted = config.compacts();
+    let set_log_append_time =
+        !config.log_append_time && header.attributes & TIMESTAMP_TYPE_BIT != 0;
+    let earliest = now_ms.saturating_sub(config.timestamp_before_max_ms);
+    let latest = now_ms.saturating_add(config.timestamp_after_max_ms);
+    let mut checked = Checked {
+        kind: None,
+        errors: Vec::new(),
+    };
+    for_each_record(records, header.record_count, |record| {
+        let mut reject = |kind, message| {
+            if kind == RecordErrorKind::InvalidTimestamp || checked.kind.is_none() {
+                checked.kind = Some(kind);
+            }
+            checked.errors.push(RecordError {
+                batch_index: record.index,
+                message,
+            });
+        };
+        if compacted && record.key.is_none() {
+            reject(
+                RecordErrorKind::InvalidRecord,
+                format!("Compacted topic cannot accept message without key in topic partition {tp}."),
+            );
+        }
+        let timestamp = if header.base_timestamp < 0 {
+            -1
+        } else {
+            header.base_timestamp.saturating_add(record.timestamp_delta)
+        };
+        if check_timestamps && timestamp != -1 && !(earliest..=latest).contains(&timestamp) {
+            reject(
+                RecordErrorKind::InvalidTimestamp,
+                format!(
+                    "Timestamp {timestamp} of message with offset {} is out of range. The timestamp should be within [{earliest}, {latest}]",
+                    record.offset_delta
+                ),
+            );
+        } else if set_log_append_time {
+            reject(
+                RecordErrorKind::InvalidTimestamp,
+                format!(
+                    "Invalid timestamp type in message with offset {}. Producer should not set timestamp type to LogAppendTime.",
+                    record.offset_delta
+                ),
+            );
+        }
+        Ok(())
+    })
+    .map_err(|e| with_partition(e, tp))?;
+    Ok(checked)
+}
+
+/// Kafka's partition-level message for a batch rejected by its record errors.
+fn errors_message(kind: RecordErrorKind, errors: &[RecordError]) -> String {
+    if kind == RecordErrorKind::InvalidTimestamp {
+        return "One or more records have been rejected due to invalid timestamp".to_string();
+    }
+    let shown: Vec<String> = errors
+        .iter()
+        .take(ERRORS_IN_MESSAGE)
+        .map(|e| {
+            format!(
+                "RecordError(batchIndex={}, message='{}')",
+                e.batch_index, e.message
+            )
+        })
+        .collect();
+    format!(
+        "One or more records have been rejected due to {} record errors in total, and only showing the first three errors at most: [{}]",
+        errors.len(),
+        shown.join(", ")
+    )
+}
+
+fn invalid_header(message: String) -> LogError {
+    LogError::InvalidBatch(BatchError::InvalidHeader(message))
+}
+
+/// Adds the partition to a validation message, as Kafka's messages name it.
+fn with_partition(e: BatchError, tp: &str) -> LogError {
+    LogError::InvalidBatch(match e {
+        BatchError::InvalidHeader(m) => {
+            BatchError::InvalidHeader(format!("{m} in topic partition {tp}."))
+        }
+        BatchError::InvalidRecord(m) => {
+            BatchError::InvalidRecord(format!("{m} in topic partition {tp}."))
+        }
+        other => other,
+    })
+}

@@ -1,0 +1,224 @@
+//! The record-batch codecs: gzip, snappy (xerial framing), lz4 (frame format) and zstd,
+//! as Kafka writes them, with the levels of KIP-390.
+//!
+//! The broker only decompresses where Kafka's validator must look inside a batch (a
+//! compacted topic checking keys, a topic whose `compression.type` differs from the
+//! producer's). Decompression is bounded: a few bytes that inflate without limit are a
+//! client asking for unbounded memory, and are refused as a corrupt batch.
+
+use std::io::{Read, Write};
+
+use crate::BatchError;
+
+/// The codec id in the low three bits of a batch's attributes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Codec {
+    None = 0,
+    Gzip = 1,
+    Snappy = 2,
+    Lz4 = 3,
+    Zstd = 4,
+}
+
+impl Codec {
+    /// The codec of a batch's attributes; `None` for the unused ids 5–7.
+    pub fn from_attributes(attributes: i16) -> Option<Self> {
+        Some(match attributes & 0x07 {
+            0 => Self::None,
+            1 => Self::Gzip,
+            2 => Self::Snappy,
+            3 => Self::Lz4,
+            4 => Self::Zstd,
+            _ => return None,
+        })
+    }
+
+    /// The codec a `compression.type` value names (`uncompressed` is no codec);
+    /// `producer` names none, as it keeps whatever the batch has.
+    pub fn from_config_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "uncompressed" => Self::None,
+            "gzip" => Self::Gzip,
+            "snappy" => Self::Snappy,
+            "lz4" => Self::Lz4,
+            "zstd" => Self::Zstd,
+            _ => return None,
+        })
+    }
+}
+
+/// snappy-java's stream header, which Kafka's Java clients and broker write.
+const XERIAL_HEADER: &[u8; 16] = b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01";
+/// Block size of the xerial framing Kafka writes.
+const XERIAL_BLOCK: usize = 32 * 1024;
+
+fn corrupt(codec: Codec, what: impl std::fmt::Display) -> BatchError {
+    BatchError::Compression(format!("{codec:?}: {what}"))
+}
+
+/// Decompresses a batch's records section, refusing output larger than `limit` bytes.
+pub fn decompress(codec: Codec, data: &[u8], limit: usize) -> Result<Vec<u8>, BatchError> {
+    match codec {
+        Codec::None => Ok(data.to_vec()),
+        Codec::Gzip => read_bounded(codec, flate2::read::MultiGzDecoder::new(data), limit),
+        Codec::Lz4 => {
+            let decoder = lz4::Decoder::new(data).map_err(|e| corrupt(codec, e))?;
+            read_bounded(codec, decoder, limit)
+        }
+        Codec::Zstd => {
+            let decoder = zstd::stream::read::Decoder::new(data).map_err(|e| corrupt(codec, e))?;
+            read_bounded(codec, decoder, limit)
+        }
+        Codec::Snappy => decompress_snappy(data, limit),
+    }
+}
+
+fn read_bounded(codec: Codec, reader: impl Read, limit: usize) -> Result<Vec<u8>, BatchError> {
+    let mut out = Vec::new();
+    reader
+        .take(limit as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| corrupt(codec, e))?;
+    if out.len() > limit {
+        return Err(corrupt(
+            codec,
+            format!("decompresses to more than {limit} bytes"),
+        ));
+    }
+    Ok(out)
+}
+
+/// Snappy as Kafka's clients write it: xerial-framed blocks (Java) or one raw block
+/// (librdkafka).
+fn decompress_snappy(data: &[u8], limit: usize) -> Result<Vec<u8>, BatchError> {
+    let codec = Codec::Snappy;
+    let mut decoder = snap::raw::Decoder::new();
+    let Some(mut blocks) = data.strip_prefix(XERIAL_HEADER) else {
+        let len = snap::raw::decompress_len(data).map_err(|e| corrupt(codec, e))?;
+        if len > limit {
+            return Err(corrupt(
+                codec,
+                format!("decompresses to more than {limit} bytes"),
+            ));
+        }
+        return decoder.decompress_vec(data).map_err(|e| corrupt(codec, e));
+    };
+    let mut out = Vec::new();
+    while !blocks.is_empty() {
+        let (len, rest) = blocks
+            .split_first_chunk::<4>()
+            .ok_or_else(|| corrupt(codec, "truncated block length"))?;
+        let len = u32::from_be_bytes(*len) as usize;
+        let block = rest
+            .get(..len)
+            .ok_or_else(|| corrupt(codec, "truncated block"))?;
+        let size = snap::raw::decompress_len(block).map_err(|e| corrupt(codec, e))?;
+        if out.len() + size > limit {
+            return Err(corrupt(
+                codec,
+                format!("decompresses to more than {limit} bytes"),
+            ));
+        }
+        let start = out.len();
+        out.resize(start + size, 0);
+        decoder
+            .decompress(block, &mut out[start..])
+            .map_err(|e| corrupt(codec, e))?;
+        blocks = &rest[len..];
+    }
+    Ok(out)
+}
+
+/// Compresses a records section with `codec` at `level` (the topic's
+/// `compression.<codec>.level`; ignored by snappy, which has none).
+pub fn compress(codec: Codec, level: i32, data: &[u8]) -> Result<Vec<u8>, BatchError> {
+    match codec {
+        Codec::None => Ok(data.to_vec()),
+        Codec::Gzip => {
+            let level = if level < 0 {
+                flate2::Compression::default()
+            } else {
+                flate2::Compression::new(level as u32)
+            };
+            let mut encoder = flate2::write::GzEncoder::new(Vec::new(), level);
+            encoder.write_all(data).map_err(|e| corrupt(codec, e))?;
+            encoder.finish().map_err(|e| corrupt(codec, e))
+        }
+        Codec::Lz4 => {
+            let mut encoder = lz4::EncoderBuilder::new()
+                .level(level.max(0) as u32)
+                .block_mode(lz4::BlockMode::Independent)
+                .build(Vec::new())
+                .map_err(|e| corrupt(codec, e))?;
+            encoder.write_all(data).map_err(|e| corrupt(codec, e))?;
+            let (out, result) = encoder.finish();
+            result.map_err(|e| corrupt(codec, e))?;
+            Ok(out)
+        }
+        Codec::Zstd => zstd::bulk::compress(data, level).map_err(|e| corrupt(codec, e)),
+        Codec::Snappy => {
+            let mut encoder = snap::raw::Encoder::new();
+            let mut out = XERIAL_HEADER.to_vec();
+            for block in data.chunks(XERIAL_BLOCK) {
+                let compressed = encoder.compress_vec(block).map_err(|e| corrupt(codec, e))?;
+                out.extend_from_slice(&(compressed.len() as u32).to_be_bytes());
+                out.extend_from_slice(&compressed);
+            }
+            Ok(out)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_codec_round_trips() {
+        let data: Vec<u8> = (0..100_000u32)
+            .flat_map(|i| (i % 251).to_be_bytes())
+            .collect();
+        for codec in [
+            Codec::None,
+            Codec::Gzip,
+            Codec::Snappy,
+            Codec::Lz4,
+            Codec::Zstd,
+        ] {
+            let level = if codec == Codec::Lz4 { 9 } else { 3 };
+            let packed = compress(codec, level, &data).unwrap();
+            assert_eq!(
+                decompress(codec, &packed, data.len()).unwrap(),
+                data,
+                "{codec:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn decompression_beyond_the_limit_is_refused() {
+        let zeros = vec![0u8; 1 << 20];
+        for codec in [Codec::Gzip, Codec::Snappy, Codec::Lz4, Codec::Zstd] {
+            let packed = compress(codec, 3, &zeros).unwrap();
+            let err = decompress(codec, &packed, 4096).unwrap_err();
+            assert!(
+                err.to_string().contains("more than 4096"),
+                "{codec:?}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn raw_snappy_from_librdkafka_is_read() {
+        let data = b"hello hello hello hello".repeat(10);
+        let raw = snap::raw::Encoder::new().compress_vec(&data).unwrap();
+        assert_eq!(decompress(Codec::Snappy, &raw, 1 << 20).unwrap(), data);
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        for codec in [Codec::Gzip, Codec::Snappy, Codec::Lz4, Codec::Zstd] {
+            assert!(decompress(codec, b"\x00\x01garbage", 1 << 20).is_err());
+        }
+    }
+}
