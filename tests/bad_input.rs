@@ -15,7 +15,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::Decodable;
 
-use common::raw::{assert_broker_serves_others, assert_clean_shutdown, batch, topic_name, Conn};
+use common::raw::{
+    assert_broker_serves_others, assert_clean_shutdown, batch, keyless_batch, topic_name, Conn,
+};
 use common::StromBroker;
 
 const CORRUPT_MESSAGE: i16 = 2;
@@ -24,6 +26,16 @@ const MESSAGE_TOO_LARGE: i16 = 10;
 const INVALID_TOPIC_EXCEPTION: i16 = 17;
 const UNSUPPORTED_VERSION: i16 = 35;
 const TOPIC_ALREADY_EXISTS: i16 = 36;
+const ILLEGAL_GENERATION: i16 = 22;
+const UNKNOWN_MEMBER_ID: i16 = 25;
+const REBALANCE_IN_PROGRESS: i16 = 27;
+const INVALID_RECORD: i16 = 87;
+
+/// Recomputes the CRC32C of a hand-edited batch (it covers bytes 21..).
+fn fix_crc(b: &mut [u8]) {
+    let crc = crc32c::crc32c(&b[21..]);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+}
 
 #[test]
 fn frame_above_socket_request_max_bytes_closes_the_connection() {
@@ -307,5 +319,129 @@ fn duplicate_create_topics_gets_topic_already_exists() {
         Conn::open(&broker).create_topic("twice"),
         TOPIC_ALREADY_EXISTS
     );
+    assert_clean_shutdown(broker);
+}
+
+#[test]
+fn a_batch_claiming_more_offsets_than_records_gets_invalid_record() {
+    let broker = StromBroker::start(&[]);
+    let mut conn = Conn::open(&broker);
+    assert_eq!(conn.create_topic("spans"), 0);
+    let mut wide = batch(&[b"one"]).to_vec();
+    wide[23..27].copy_from_slice(&i32::MAX.to_be_bytes());
+    fix_crc(&mut wide);
+    let response = conn.produce_response("spans", wide.into());
+    assert_eq!(response.error_code, INVALID_RECORD);
+    let message = response
+        .error_message
+        .map(|m| m.to_string())
+        .unwrap_or_default();
+    assert!(
+        message.contains("Inconsistent batch offset range"),
+        "{message}"
+    );
+    // The log end did not move: the next record is at offset 0.
+    assert_eq!(conn.produce("spans", batch(&[b"next"])), (0, 0));
+    assert_broker_serves_others(&broker, "a batch with a huge offset span");
+    assert_clean_shutdown(broker);
+}
+
+#[test]
+fn a_batch_holding_more_records_than_its_count_gets_invalid_record() {
+    let broker = StromBroker::start(&[]);
+    let mut conn = Conn::open(&broker);
+    assert_eq!(conn.create_topic("counts"), 0);
+    let mut three = batch(&[b"a", b"b", b"c"]).to_vec();
+    three[23..27].copy_from_slice(&0i32.to_be_bytes());
+    three[57..61].copy_from_slice(&1i32.to_be_bytes());
+    fix_crc(&mut three);
+    assert_eq!(conn.produce("counts", three.into()).0, INVALID_RECORD);
+    assert_eq!(conn.produce("counts", batch(&[b"next"])), (0, 0));
+    assert_broker_serves_others(&broker, "a batch with a wrong count");
+    assert_clean_shutdown(broker);
+}
+
+#[test]
+fn keyless_records_on_a_compacted_topic_get_invalid_record_with_record_errors() {
+    let broker = StromBroker::start(&[]);
+    let mut conn = Conn::open(&broker);
+    assert_eq!(
+        conn.create_topic_with("compacted", &[("cleanup.policy", "compact")]),
+        0
+    );
+    let response = conn.produce_response("compacted", keyless_batch(&[b"a", b"b"]));
+    assert_eq!(response.error_code, INVALID_RECORD);
+    let indexes: Vec<i32> = response
+        .record_errors
+        .iter()
+        .map(|e| e.batch_index)
+        .collect();
+    assert_eq!(indexes, vec![0, 1]);
+    let first = response.record_errors[0]
+        .batch_index_error_message
+        .as_ref()
+        .map(|m| m.to_string())
+        .unwrap_or_default();
+    assert_eq!(
+        first,
+        "Compacted topic cannot accept message without key in topic partition compacted-0."
+    );
+    assert_eq!(conn.produce("compacted", batch(&[b"keyed"])), (0, 0));
+    assert_broker_serves_others(&broker, "keyless records on a compacted topic");
+    assert_clean_shutdown(broker);
+}
+
+#[test]
+fn offset_commit_checks_member_and_generation_before_the_rebalance_state() {
+    use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::{
+        GroupId, JoinGroupRequest, JoinGroupResponse, OffsetCommitRequest, OffsetCommitResponse,
+    };
+    use kafka_protocol::protocol::StrBytes;
+
+    let broker = StromBroker::start(&["group.initial.rebalance.delay.ms=0"]);
+    let mut conn = Conn::open(&broker);
+    assert_eq!(conn.create_topic("committed"), 0);
+    let group = || GroupId(StrBytes::from_static_str("precedence"));
+    // A lone member's join completes at once; without a SyncGroup the group stays in
+    // CompletingRebalance.
+    let joined: JoinGroupResponse = conn.call(
+        ApiKey::JoinGroup,
+        3,
+        &JoinGroupRequest::default()
+            .with_group_id(group())
+            .with_session_timeout_ms(10_000)
+            .with_rebalance_timeout_ms(10_000)
+            .with_protocol_type(StrBytes::from_static_str("consumer"))
+            .with_protocols(vec![
+                JoinGroupRequestProtocol::default().with_name(StrBytes::from_static_str("range"))
+            ]),
+    );
+    assert_eq!(joined.error_code, 0);
+    let mut commit = |member: &str, generation: i32| -> i16 {
+        let response: OffsetCommitResponse = conn.call(
+            ApiKey::OffsetCommit,
+            2,
+            &OffsetCommitRequest::default()
+                .with_group_id(group())
+                .with_generation_id_or_member_epoch(generation)
+                .with_member_id(StrBytes::from_string(member.to_string()))
+                .with_topics(vec![OffsetCommitRequestTopic::default()
+                    .with_name(topic_name("committed"))
+                    .with_partitions(vec![OffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(0)])]),
+        );
+        response.topics[0].partitions[0].error_code
+    };
+    let member = joined.member_id.to_string();
+    let generation = joined.generation_id;
+    assert_eq!(commit("not-a-member", generation), UNKNOWN_MEMBER_ID);
+    assert_eq!(commit(&member, generation + 7), ILLEGAL_GENERATION);
+    assert_eq!(commit(&member, generation), REBALANCE_IN_PROGRESS);
+    assert_broker_serves_others(&broker, "commits during a rebalance");
     assert_clean_shutdown(broker);
 }

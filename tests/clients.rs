@@ -94,6 +94,11 @@ fn confluent_kafka_every_codec_idempotent_and_admin_client() {
 }
 
 #[test]
+fn confluent_kafka_replica_assignments_topic_configs_authorized_operations_and_transactions() {
+    run_client_script("python3", "admin_and_topic_configs_confluent.py");
+}
+
+#[test]
 fn kafka_python_3_produce_consume_and_admin() {
     run_client_script("python3", "produce_consume_kafka_python.py");
 }

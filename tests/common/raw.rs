@@ -6,8 +6,9 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::produce_response::PartitionProduceResponse;
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, CreateTopicsRequest, CreateTopicsResponse,
     ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName,
@@ -132,12 +133,26 @@ impl Conn {
     }
 
     pub fn create_topic(&mut self, name: &str) -> i16 {
+        self.create_topic_with(name, &[])
+    }
+
+    /// Creates a one-partition topic with `configs` and returns the error code.
+    pub fn create_topic_with(&mut self, name: &str, configs: &[(&str, &str)]) -> i16 {
+        let configs = configs
+            .iter()
+            .map(|(k, v)| {
+                CreatableTopicConfig::default()
+                    .with_name(StrBytes::from_string(k.to_string()))
+                    .with_value(Some(StrBytes::from_string(v.to_string())))
+            })
+            .collect();
         let request = CreateTopicsRequest::default()
             .with_timeout_ms(30_000)
             .with_topics(vec![CreatableTopic::default()
                 .with_name(topic_name(name))
                 .with_num_partitions(1)
-                .with_replication_factor(1)]);
+                .with_replication_factor(1)
+                .with_configs(configs)]);
         let response: CreateTopicsResponse = self.call(ApiKey::CreateTopics, 7, &request);
         assert_eq!(response.topics.len(), 1);
         response.topics[0].error_code
@@ -145,6 +160,13 @@ impl Conn {
 
     /// Produces `batch` to partition 0 of `topic` (acks=all) and returns (error, base offset).
     pub fn produce(&mut self, topic: &str, batch: Bytes) -> (i16, i64) {
+        let partition = self.produce_response(topic, batch);
+        (partition.error_code, partition.base_offset)
+    }
+
+    /// Produces `batch` to partition 0 of `topic` (acks=all) and returns the partition's
+    /// response.
+    pub fn produce_response(&mut self, topic: &str, batch: Bytes) -> PartitionProduceResponse {
         let request = ProduceRequest::default()
             .with_acks(-1)
             .with_timeout_ms(30_000)
@@ -154,8 +176,7 @@ impl Conn {
                     .with_index(0)
                     .with_records(Some(batch))])]);
         let response: ProduceResponse = self.call(ApiKey::Produce, 9, &request);
-        let partition = &response.responses[0].partition_responses[0];
-        (partition.error_code, partition.base_offset)
+        response.responses[0].partition_responses[0].clone()
     }
 }
 
@@ -163,8 +184,17 @@ pub fn topic_name(name: &str) -> TopicName {
     StrBytes::from_string(name.to_string()).into()
 }
 
-/// A record batch (v2, uncompressed, not idempotent) holding `values`.
+/// A record batch (v2, uncompressed, not idempotent) holding `values` with keys.
 pub fn batch(values: &[&[u8]]) -> Bytes {
+    encode_batch(values, true)
+}
+
+/// A record batch like [`batch`] whose records have null keys.
+pub fn keyless_batch(values: &[&[u8]]) -> Bytes {
+    encode_batch(values, false)
+}
+
+fn encode_batch(values: &[&[u8]], keyed: bool) -> Bytes {
     let records: Vec<Record> = values
         .iter()
         .enumerate()
@@ -180,7 +210,7 @@ pub fn batch(values: &[&[u8]]) -> Bytes {
             // The encoder starts a new batch when offset - sequence changes.
             sequence: i as i32 - 1,
             timestamp: 1_700_000_000_000 + i as i64,
-            key: Some(Bytes::from(format!("key-{i}"))),
+            key: keyed.then(|| Bytes::from(format!("key-{i}"))),
             value: Some(Bytes::copy_from_slice(value)),
             headers: Default::default(),
         })

@@ -738,9 +738,11 @@ impl Group {
         }
     }
 
-    /// Whether an OffsetCommit of this member and generation may be written. A
-    /// generation below zero on an empty group is a commit of a client that does not use
-    /// group management (or of an admin tool), as in Kafka.
+    /// Whether an OffsetCommit of this member and generation may be written, with
+    /// Kafka's precedence: the member and its generation are checked before the state,
+    /// so a stale member learns it must rejoin instead of retrying a rebalance that is
+    /// not its own. A generation below zero on an empty group is a commit of a client
+    /// that does not use group management (or of an admin tool), as in Kafka.
     pub fn validate_commit(
         &self,
         member_id: &str,
@@ -754,9 +756,7 @@ impl Group {
             {
                 Ok(())
             }
-            Ok(()) | Err(UnknownMemberId | IllegalGeneration)
-                if self.state == GroupState::CompletingRebalance =>
-            {
+            Ok(()) if self.state == GroupState::CompletingRebalance => {
                 Err(ResponseError::RebalanceInProgress)
             }
             other => other,

@@ -1,7 +1,8 @@
-//! CreateTopics, with per-topic configs and `validate_only`.
+//! CreateTopics, with per-topic configs, manual replica assignments and `validate_only`.
 
 use std::collections::BTreeMap;
 
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
 };
@@ -23,7 +24,9 @@ pub fn handle(ctx: &RequestContext<'_>, req: CreateTopicsRequest) -> CreateTopic
         .into_iter()
         .map(|t| {
             let result = CreatableTopicResult::default().with_name(t.name.clone());
-            let partitions = if t.num_partitions == -1 {
+            let partitions = if !t.assignments.is_empty() {
+                t.assignments.len() as i32
+            } else if t.num_partitions == -1 {
                 state.config.num_partitions
             } else {
                 t.num_partitions
@@ -33,12 +36,12 @@ pub fn handle(ctx: &RequestContext<'_>, req: CreateTopicsRequest) -> CreateTopic
                 .iter()
                 .filter_map(|c| Some((c.name.to_string(), c.value.as_ref()?.to_string())))
                 .collect();
-            let outcome = if !t.assignments.is_empty() {
-                Err(ApiError::new(
-                    ResponseError::InvalidRequest,
-                    "Manual replica assignment is not supported by a single-node broker.",
-                ))
-            } else if t.replication_factor != -1 && t.replication_factor != 1 {
+            let outcome = if let Err(e) = validate_assignments(&t, &[state.node_id()]) {
+                Err(e)
+            } else if t.assignments.is_empty()
+                && t.replication_factor != -1
+                && t.replication_factor != 1
+            {
                 Err(ApiError::new(
                     ResponseError::InvalidReplicationFactor,
                     format!(
@@ -77,4 +80,62 @@ pub fn handle(ctx: &RequestContext<'_>, req: CreateTopicsRequest) -> CreateTopic
         })
         .collect();
     CreateTopicsResponse::default().with_topics(results)
+}
+
+/// Checks a manual replica assignment as Kafka's `ReplicationControlManager` does:
+/// not together with a partition count or replication factor, partitions numbered
+/// 0, 1, 2, …, and each replica list non-empty, of one length, without duplicates and
+/// naming only registered brokers.
+fn validate_assignments(topic: &CreatableTopic, brokers: &[i32]) -> Result<(), ApiError> {
+    if topic.assignments.is_empty() {
+        return Ok(());
+    }
+    if topic.num_partitions != -1 || topic.replication_factor != -1 {
+        return Err(ApiError::new(
+            ResponseError::InvalidRequest,
+            "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.",
+        ));
+    }
+    let invalid = |m: String| ApiError::new(ResponseError::InvalidReplicaAssignment, m);
+    let mut indexes: Vec<i32> = topic
+        .assignments
+        .iter()
+        .map(|a| a.partition_index)
+        .collect();
+    indexes.sort_unstable();
+    if indexes.iter().enumerate().any(|(i, &p)| p != i as i32) {
+        return Err(invalid(
+            "Partitions should be a consecutive 0-based integer sequence".to_string(),
+        ));
+    }
+    let replication_factor = topic.assignments[0].broker_ids.len();
+    for assignment in &topic.assignments {
+        let replicas = &assignment.broker_ids;
+        if replicas.is_empty() {
+            return Err(invalid(
+                "The manual partition assignment includes an empty replica list.".to_string(),
+            ));
+        }
+        if replicas.len() != replication_factor {
+            return Err(invalid(format!(
+                "The manual partition assignment includes a partition with {} replica(s), but this is not consistent with previous partitions, which have {replication_factor} replica(s).",
+                replicas.len()
+            )));
+        }
+        for (i, broker) in replicas.iter().enumerate() {
+            if replicas[..i].contains(broker) {
+                return Err(invalid(format!(
+                    "The manual partition assignment includes the broker {} more than once.",
+                    broker.0
+                )));
+            }
+            if !brokers.contains(&broker.0) {
+                return Err(invalid(format!(
+                    "The manual partition assignment includes broker {}, but no broker with that ID is registered.",
+                    broker.0
+                )));
+            }
+        }
+    }
+    Ok(())
 }

@@ -5,9 +5,9 @@ use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
 use kafka_protocol::protocol::StrBytes;
 
-use super::RequestContext;
+use super::{authorized_operations, RequestContext};
 
-pub fn handle(ctx: &RequestContext<'_>, _req: DescribeClusterRequest) -> DescribeClusterResponse {
+pub fn handle(ctx: &RequestContext<'_>, req: DescribeClusterRequest) -> DescribeClusterResponse {
     let state = ctx.state;
     let broker = DescribeClusterBroker::default()
         .with_broker_id(BrokerId(state.node_id()))
@@ -17,4 +17,8 @@ pub fn handle(ctx: &RequestContext<'_>, _req: DescribeClusterRequest) -> Describ
         .with_cluster_id(StrBytes::from_string(state.logs.cluster_id().to_string()))
         .with_controller_id(BrokerId(state.node_id()))
         .with_brokers(vec![broker])
+        .with_cluster_authorized_operations(authorized_operations::answer(
+            req.include_cluster_authorized_operations,
+            authorized_operations::CLUSTER,
+        ))
 }

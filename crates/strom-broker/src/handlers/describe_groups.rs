@@ -7,19 +7,19 @@ use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::RequestContext;
+use super::{authorized_operations, RequestContext};
 use crate::group::GroupState;
 
-/// What `authorized_operations` holds when the client did not ask for it.
-const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
-
 pub fn handle(ctx: &RequestContext<'_>, req: DescribeGroupsRequest) -> DescribeGroupsResponse {
+    let operations = authorized_operations::answer(
+        req.include_authorized_operations,
+        authorized_operations::GROUP,
+    );
     let groups = req
         .groups
         .into_iter()
         .map(|group_id| {
-            let described =
-                DescribedGroup::default().with_authorized_operations(OPERATIONS_NOT_REQUESTED);
+            let described = DescribedGroup::default().with_authorized_operations(operations);
             if group_id.is_empty() {
                 return described
                     .with_group_id(group_id)

@@ -1,5 +1,7 @@
 //! FindCoordinator: with one broker, this broker coordinates every group. Transactions do
-//! not exist yet, so their coordinator is not available.
+//! not exist yet: a transaction coordinator lookup gets a fatal error with a message
+//! saying so, because the retriable COORDINATOR_NOT_AVAILABLE made transactional
+//! producers wait out their whole timeout before failing.
 //!
 //! v0–v3 ask for one key; v4+ batch keys into `coordinator_keys` and get one entry each.
 
@@ -22,10 +24,24 @@ fn locate(ctx: &RequestContext<'_>, key_type: i8) -> Result<(i32, String, i32), 
             let a = &ctx.state.advertised;
             Ok((ctx.state.node_id(), a.host.clone(), i32::from(a.port)))
         }
-        KEY_TYPE_TRANSACTION => Err(ResponseError::CoordinatorNotAvailable),
+        KEY_TYPE_TRANSACTION => Err(ResponseError::TransactionalIdAuthorizationFailed),
         _ => Err(ResponseError::InvalidRequest),
     }
 }
+
+/// The message that goes with a lookup's error.
+fn message(e: ResponseError) -> StrBytes {
+    match e {
+        ResponseError::TransactionalIdAuthorizationFailed => {
+            StrBytes::from_static_str(TRANSACTIONS_UNSUPPORTED)
+        }
+        other => StrBytes::from_string(other.to_string()),
+    }
+}
+
+/// What a transactional client is told until transactions exist.
+pub const TRANSACTIONS_UNSUPPORTED: &str =
+    "Transactions are not supported by this broker yet (strom): use an idempotent producer (enable.idempotence=true) without transactional.id.";
 
 pub fn handle(ctx: &RequestContext<'_>, req: FindCoordinatorRequest) -> FindCoordinatorResponse {
     if ctx.version >= BATCHED_SINCE {
@@ -41,7 +57,7 @@ pub fn handle(ctx: &RequestContext<'_>, req: FindCoordinatorRequest) -> FindCoor
                         .with_port(port),
                     Err(e) => c
                         .with_error_code(e.code())
-                        .with_error_message(Some(StrBytes::from_string(e.to_string())))
+                        .with_error_message(Some(message(e)))
                         .with_node_id(BrokerId(-1))
                         .with_port(-1),
                 }
@@ -56,7 +72,7 @@ pub fn handle(ctx: &RequestContext<'_>, req: FindCoordinatorRequest) -> FindCoor
             .with_port(port),
         Err(e) => FindCoordinatorResponse::default()
             .with_error_code(e.code())
-            .with_error_message(Some(StrBytes::from_string(e.to_string())))
+            .with_error_message(Some(message(e)))
             .with_node_id(BrokerId(-1))
             .with_port(-1),
     }

@@ -11,6 +11,7 @@ pub fn handle(ctx: &RequestContext<'_>, req: InitProducerIdRequest) -> InitProdu
         .with_producer_id(ProducerId(-1))
         .with_producer_epoch(-1);
     if req.transactional_id.is_some() {
+        tracing::info!(transactional_id = ?req.transactional_id, "refused a transactional producer: transactions are not supported yet");
         return response.with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
     }
     // Without a transactional id Kafka always hands out a new producer id at epoch 0,

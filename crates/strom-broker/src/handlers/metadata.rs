@@ -9,7 +9,7 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Topi
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::RequestContext;
+use super::{authorized_operations, RequestContext};
 use crate::topic::Topic;
 
 pub fn handle(ctx: &RequestContext<'_>, req: MetadataRequest) -> MetadataResponse {
@@ -24,8 +24,13 @@ pub fn handle(ctx: &RequestContext<'_>, req: MetadataRequest) -> MetadataRespons
         None => true,
         Some(t) => t.is_empty() && ctx.version == 0,
     };
+    let topic_operations = authorized_operations::answer(
+        req.include_topic_authorized_operations,
+        authorized_operations::TOPIC,
+    );
+    let describe = |t: &Topic| describe(t, node).with_topic_authorized_operations(topic_operations);
     let topics = if all {
-        logs.topics().iter().map(|t| describe(t, node)).collect()
+        logs.topics().iter().map(|t| describe(t)).collect()
     } else {
         let auto_create =
             state.config.auto_create_topics && (ctx.version < 4 || req.allow_auto_topic_creation);
@@ -50,7 +55,7 @@ pub fn handle(ctx: &RequestContext<'_>, req: MetadataRequest) -> MetadataRespons
                     None => logs.topic_by_id(requested.topic_id),
                 };
                 match found {
-                    Some(topic) => describe(&topic, node),
+                    Some(topic) => describe(&topic),
                     None => {
                         let error = match &requested.name {
                             Some(name) if crate::topic::validate_topic_name(name).is_err() => {
@@ -73,6 +78,10 @@ pub fn handle(ctx: &RequestContext<'_>, req: MetadataRequest) -> MetadataRespons
         .with_cluster_id(Some(StrBytes::from_string(logs.cluster_id().to_string())))
         .with_controller_id(BrokerId(node))
         .with_topics(topics)
+        .with_cluster_authorized_operations(authorized_operations::answer(
+            req.include_cluster_authorized_operations,
+            authorized_operations::CLUSTER,
+        ))
 }
 
 fn describe(topic: &Topic, node: i32) -> MetadataResponseTopic {

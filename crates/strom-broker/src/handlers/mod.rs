@@ -16,6 +16,7 @@ use crate::BrokerState;
 
 pub mod alter_configs;
 pub mod api_versions;
+pub mod authorized_operations;
 pub mod config_resource;
 pub mod create_partitions;
 pub mod create_topics;
