@@ -11,6 +11,9 @@
 //!   of one core and does not depend on what else the machine runs. The page-cache
 //!   writeback that the kernel does later in its own threads is not included.
 //! * `append_flush` — `flush.messages=1` (fsync after every append) against never.
+//! * `append_recompress` — uncompressed 16 KiB batches appended to topics whose
+//!   `compression.type` is `producer` (kept as sent) or a codec (recompressed on
+//!   append, as Kafka's LogValidator does), by the thread's CPU clock.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -63,12 +66,22 @@ impl Producer {
 /// A log whose disk use stays bounded however long criterion runs: segments roll at
 /// 256 MiB and retention keeps about 1 GiB.
 fn bench_log(dir: &std::path::Path, flush_messages: i64) -> PartitionLog {
+    bench_log_with(
+        dir,
+        LogConfig {
+            flush_messages,
+            ..LogConfig::default()
+        },
+    )
+}
+
+/// [`bench_log`] with other topic settings.
+fn bench_log_with(dir: &std::path::Path, config: LogConfig) -> PartitionLog {
     let config = LogConfig {
         segment_bytes: 256 << 20,
         retention_bytes: 1 << 30,
         max_message_bytes: 2 << 20,
-        flush_messages,
-        ..LogConfig::default()
+        ..config
     };
     PartitionLog::open(dir, config, true, NOW).expect("open")
 }
@@ -177,5 +190,28 @@ fn append_flush(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, append, append_cpu, append_flush);
+/// What recompression to the topic's codec costs per byte appended.
+fn append_recompress(c: &mut Criterion) {
+    let mut group = c.benchmark_group("append_recompress");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    let mut producer = Producer::new(16 << 10);
+    group.throughput(Throughput::Bytes(producer.len()));
+    for codec in ["producer", "lz4", "snappy", "zstd", "gzip"] {
+        let root = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            compression_type: codec.to_string(),
+            ..LogConfig::default()
+        };
+        let mut log = bench_log_with(&root.path().join("bench-0"), config);
+        group.bench_function(BenchmarkId::new("16KiB", codec), |b| {
+            b.iter_custom(|iters| timed_appends(&mut log, &mut producer, iters, Clock::ThreadCpu))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, append, append_cpu, append_flush, append_recompress);
 criterion_main!(benches);

@@ -2,17 +2,18 @@
 //! header invariants, the records themselves where they must be read, and the rewrite
 //! the topic asks for (recompression to its `compression.type`, LogAppendTime stamps).
 //!
-//! Reading records costs: an uncompressed batch is always walked (varints only, no copy)
-//! so that its count, offsets and record lengths are known to hold. A compressed batch
-//! is trusted past its header unless the topic needs its records — a compacted topic
-//! (keys), a CreateTime range check, or a different codec — and then decompressed, at
-//! most [`DECOMPRESSED_LIMIT_FACTOR`] × `max.message.bytes`.
+//! Reading records costs: every uncompressed batch has its record lengths walked, so the
+//! header's count is known to match the records (one varint a record). Records are parsed
+//! field by field only where the topic needs them — a compacted topic (keys), a
+//! CreateTime range check, a recompression — and a compressed batch is then
+//! decompressed, at most [`DECOMPRESSED_LIMIT_FACTOR`] × `max.message.bytes`; otherwise a
+//! compressed batch is trusted past its header, as Kafka trusts nothing less.
 
 use std::borrow::Cow;
 
 use strom_wire::batch::{set_log_append_time, TIMESTAMP_TYPE_BIT};
 use strom_wire::codec::{compress, decompress};
-use strom_wire::records::for_each_record;
+use strom_wire::records::{check_record_lengths, for_each_record};
 use strom_wire::{BatchError, Codec, RecordBatchHeader, BATCH_HEADER_LEN};
 
 use crate::{LogConfig, LogError};
@@ -79,11 +80,8 @@ pub fn validate_batch<'a>(
             || config.timestamp_after_max_ms != i64::MAX);
     let producer_set_log_append_time =
         !config.log_append_time && header.attributes & TIMESTAMP_TYPE_BIT != 0;
-    let read_records = source == Codec::None
-        || target != source
-        || config.compacts()
-        || check_timestamps
-        || producer_set_log_append_time;
+    let read_records =
+        target != source || config.compacts() || check_timestamps || producer_set_log_append_time;
     let section = &bytes[BATCH_HEADER_LEN..];
     let records: Cow<'_, [u8]> = match source {
         _ if !read_records => Cow::Borrowed(section),
@@ -96,6 +94,9 @@ pub fn validate_batch<'a>(
                 .saturating_mul(DECOMPRESSED_LIMIT_FACTOR),
         )?),
     };
+    if !read_records && source == Codec::None {
+        check_record_lengths(section, header.record_count).map_err(|e| with_partition(e, tp))?;
+    }
     if read_records {
         let errors = check_records(tp, &header, &records, config, now_ms, check_timestamps)?;
         if let Some(kind) = errors.kind {
