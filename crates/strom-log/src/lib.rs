@@ -9,6 +9,7 @@
 pub mod checkpoint;
 pub mod config;
 pub mod error;
+pub mod file_cache;
 pub mod index_file;
 pub mod offset_index;
 pub mod partition_log;
@@ -18,6 +19,7 @@ pub mod time_index;
 
 pub use config::LogConfig;
 pub use error::LogError;
+pub use file_cache::FileCache;
 pub use partition_log::{AppendInfo, FetchData, PartitionLog};
 pub use producer_state::{ProducerStateError, ProducerStateManager};
 

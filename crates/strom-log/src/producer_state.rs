@@ -183,8 +183,9 @@ impl ProducerStateManager {
         self.producers.is_empty()
     }
 
-    /// Writes a snapshot taken at `offset` (the log end offset it reflects) into `dir`.
-    pub fn write_snapshot(&self, dir: &Path, offset: i64) -> Result<(), LogError> {
+    /// Writes a snapshot taken at `offset` (the log end offset it reflects) into `dir`;
+    /// with `sync` false the caller makes it durable (`syncfs` at shutdown).
+    pub fn write_snapshot(&self, dir: &Path, offset: i64, sync: bool) -> Result<(), LogError> {
         let mut out = Vec::new();
         out.extend_from_slice(&SNAPSHOT_VERSION.to_be_bytes());
         out.extend_from_slice(&(self.producers.len() as u32).to_be_bytes());
@@ -205,7 +206,9 @@ impl ProducerStateManager {
         let path = dir.join(offset_file_name(offset, "snapshot"));
         let tmp = path.with_extension("snapshot.tmp");
         fs::write(&tmp, &out)?;
-        fs::File::open(&tmp)?.sync_all()?;
+        if sync {
+            fs::File::open(&tmp)?.sync_all()?;
+        }
         fs::rename(&tmp, &path)?;
         Ok(())
     }
@@ -412,7 +415,7 @@ mod tests {
             state.update(&header(1, 0, i, 1, i as i64));
         }
         state.update(&header(2, 4, 0, 2, 7));
-        state.write_snapshot(dir.path(), 9).unwrap();
+        state.write_snapshot(dir.path(), 9, true).unwrap();
         let (loaded, at) = ProducerStateManager::load_latest_snapshot(dir.path(), 100).unwrap();
         assert_eq!(at, 9);
         assert_eq!(loaded, state);
