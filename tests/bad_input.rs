@@ -6,23 +6,22 @@
 mod common;
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, TcpStream};
+use std::net::Shutdown;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use common::wire::Conn;
 use common::StromBroker;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, CreateTopicsRequest, CreateTopicsResponse,
-    ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName,
+    ProduceRequest, ProduceResponse, ResponseHeader, TopicName,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::{Decodable, StrBytes};
 use kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
-
-const IO_TIMEOUT: Duration = Duration::from_secs(30);
 
 const CORRUPT_MESSAGE: i16 = 2;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
@@ -31,87 +30,7 @@ const INVALID_TOPIC_EXCEPTION: i16 = 17;
 const UNSUPPORTED_VERSION: i16 = 35;
 const TOPIC_ALREADY_EXISTS: i16 = 36;
 
-/// A raw client connection.
-struct Conn {
-    stream: TcpStream,
-    correlation_id: i32,
-}
-
 impl Conn {
-    fn open(broker: &StromBroker) -> Self {
-        let stream = TcpStream::connect(broker.bootstrap()).expect("connect");
-        stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
-        stream.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
-        Self {
-            stream,
-            correlation_id: 0,
-        }
-    }
-
-    /// The bytes of a request frame's body (header + request), without the size prefix.
-    fn request_bytes<T: Encodable>(&mut self, key: i16, version: i16, body: &T) -> BytesMut {
-        let mut buf = self.header_bytes(key, version);
-        body.encode(&mut buf, version).unwrap();
-        buf
-    }
-
-    /// A request header with the next correlation id.
-    fn header_bytes(&mut self, key: i16, version: i16) -> BytesMut {
-        self.correlation_id += 1;
-        let header = RequestHeader::default()
-            .with_request_api_key(key)
-            .with_request_api_version(version)
-            .with_correlation_id(self.correlation_id)
-            .with_client_id(Some(StrBytes::from_static_str("bad-input-test")));
-        let header_version = ApiKey::try_from(key)
-            .map(|k| k.request_header_version(version))
-            .unwrap_or(1);
-        let mut buf = BytesMut::new();
-        header.encode(&mut buf, header_version).unwrap();
-        buf
-    }
-
-    /// Writes `body` as one frame (4-byte size prefix).
-    fn write_frame(&mut self, body: &[u8]) {
-        self.stream
-            .write_all(&(body.len() as i32).to_be_bytes())
-            .unwrap();
-        self.stream.write_all(body).unwrap();
-    }
-
-    /// Reads one response frame; `None` if the broker closed the connection.
-    fn read_frame(&mut self) -> Option<Bytes> {
-        let mut size = [0u8; 4];
-        match self.stream.read_exact(&mut size) {
-            Ok(()) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset
-                ) =>
-            {
-                return None
-            }
-            Err(e) => panic!("reading a response: {e}"),
-        }
-        let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
-        self.stream.read_exact(&mut body).expect("response body");
-        Some(body.into())
-    }
-
-    /// Sends a request and decodes its response (response header version from the key).
-    fn call<T: Encodable, R: Decodable>(&mut self, key: ApiKey, version: i16, body: &T) -> R {
-        let frame = self.request_bytes(key as i16, version, body);
-        self.write_frame(&frame);
-        let mut response = self
-            .read_frame()
-            .unwrap_or_else(|| panic!("{key:?} v{version}: connection closed"));
-        let header =
-            ResponseHeader::decode(&mut response, key.response_header_version(version)).unwrap();
-        assert_eq!(header.correlation_id, self.correlation_id, "correlation id");
-        R::decode(&mut response, version).unwrap()
-    }
-
     /// Asserts that the broker closes this connection (end of stream or reset), without
     /// answering anything.
     fn assert_closed(&mut self, what: &str) {

@@ -11,7 +11,7 @@
 //! shutdown) reads nothing until first used: its indexes load on first lookup, so start-up
 //! costs a `stat` per segment, not a read.
 
-use std::cell::OnceCell;
+use std::cell::{Cell, OnceCell};
 use std::fs::{self, File};
 use std::io::{IoSlice, Write};
 use std::os::unix::fs::FileExt;
@@ -94,6 +94,9 @@ pub struct Segment {
     indexes: OnceCell<Indexes>,
     /// Whether the `.log` was written or truncated since its last fsync.
     unsynced: bool,
+    /// Whether a failure to load the indexes was logged already (it is logged once, not
+    /// on every fetch that hits the damaged segment).
+    damage_reported: Cell<bool>,
     index_interval_bytes: u64,
     segment_index_bytes: u64,
 }
@@ -109,6 +112,7 @@ impl Segment {
             next_offset: base_offset,
             indexes: OnceCell::new(),
             unsynced: false,
+            damage_reported: Cell::new(false),
             index_interval_bytes: config.index_interval_bytes,
             segment_index_bytes: config.segment_index_bytes,
         }
@@ -269,7 +273,13 @@ impl Segment {
     /// The indexes, loading them on first use.
     fn indexes(&self) -> Result<&Indexes, LogError> {
         if self.indexes.get().is_none() {
-            let (indexes, _) = self.load_trusted(Some(self.next_offset))?;
+            let (indexes, _) = self
+                .load_trusted(Some(self.next_offset))
+                .inspect_err(|e| {
+                    if !self.damage_reported.replace(true) {
+                        tracing::error!(segment = %self.log_path.display(), error = %e, "damaged segment: reads and appends that need it get KAFKA_STORAGE_ERROR");
+                    }
+                })?;
             let _ = self.indexes.set(indexes);
         }
         Ok(self.indexes.get().expect("just loaded"))
