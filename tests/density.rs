@@ -104,7 +104,11 @@ fn assert_all_records(bootstrap: &str, per_partition: i64) {
     let mut seen = BTreeMap::new();
     let deadline = Instant::now() + TIMEOUT;
     while (seen.len() as i64) < expected {
-        assert!(Instant::now() < deadline, "only {} of {expected} records read", seen.len());
+        assert!(
+            Instant::now() < deadline,
+            "only {} of {expected} records read",
+            seen.len()
+        );
         let Some(message) = consumer.poll(Duration::from_millis(100)) else {
             continue;
         };
@@ -113,7 +117,10 @@ fn assert_all_records(bootstrap: &str, per_partition: i64) {
         let key = (t, message.partition(), message.offset());
         let v = value(t, message.partition(), message.offset());
         assert_eq!(message.payload(), Some(v.as_bytes()), "record {key:?}");
-        assert!(message.offset() < per_partition, "unexpected record {key:?}");
+        assert!(
+            message.offset() < per_partition,
+            "unexpected record {key:?}"
+        );
         seen.insert(key, ());
     }
 }
@@ -162,7 +169,13 @@ fn two_thousand_partitions_of_two_segments_live_within_a_1600_descriptor_limit()
     assert_descriptors_bounded(&broker, "after producing to every partition");
     let segments = std::fs::read_dir(broker.log_dir().join("dense-0-0"))
         .unwrap()
-        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "log"))
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "log")
+        })
         .count();
     assert_eq!(segments, 2, "each partition has two segments");
     assert_all_records(&bootstrap, 3);
@@ -243,12 +256,18 @@ fn partition_limits_refuse_big_creations_and_leave_no_directories() {
     let mut conn = Conn::open(&broker);
     let (code, message) = create_topics(&mut conn, "huge", 100_000);
     assert_eq!(code, INVALID_PARTITIONS, "{message}");
-    assert!(message.contains("max.partitions.per.request is 50"), "{message}");
+    assert!(
+        message.contains("max.partitions.per.request is 50"),
+        "{message}"
+    );
     assert_eq!(create_topics(&mut conn, "first", 50).0, 0);
     assert_eq!(create_topics(&mut conn, "second", 50).0, 0);
     let (code, message) = create_topics(&mut conn, "third", 30);
     assert_eq!(code, POLICY_VIOLATION, "{message}");
-    assert!(message.contains("max.partitions.per.broker 120"), "{message}");
+    assert!(
+        message.contains("max.partitions.per.broker 120"),
+        "{message}"
+    );
 
     let request = CreatePartitionsRequest::default()
         .with_topics(vec![CreatePartitionsTopic::default()
@@ -257,7 +276,11 @@ fn partition_limits_refuse_big_creations_and_leave_no_directories() {
         .with_timeout_ms(30_000);
     let response: CreatePartitionsResponse = conn.call(ApiKey::CreatePartitions, 2, &request);
     assert_eq!(response.results[0].error_code, POLICY_VIOLATION);
-    assert_eq!(partition_dirs(&broker), 100, "only the two created topics' directories");
+    assert_eq!(
+        partition_dirs(&broker),
+        100,
+        "only the two created topics' directories"
+    );
 
     // A directory no topic names (left by a crash mid-deletion, say) goes at start-up.
     assert!(broker.terminate().success());

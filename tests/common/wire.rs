@@ -94,5 +94,4 @@ impl Conn {
         assert_eq!(header.correlation_id, self.correlation_id, "correlation id");
         R::decode(&mut response, version).unwrap()
     }
-
 }

@@ -118,7 +118,13 @@ impl<E: IndexEntry> IndexFile<E> {
 
     /// Drops entries whose key is at least `key` (after truncating the log).
     pub fn truncate_from(&mut self, key: i64) -> Result<(), LogError> {
-        let keep = self.entries.partition_point(|e| e.key() < key);
+        self.truncate_to(|e| e.key() < key)
+    }
+
+    /// Keeps the entries up to the first that fails `keep` (the entries' offsets grow
+    /// with their keys, so this can cut by offset an index sorted by timestamp).
+    pub fn truncate_to(&mut self, keep: impl Fn(&E) -> bool) -> Result<(), LogError> {
+        let keep = self.entries.partition_point(keep);
         self.entries.truncate(keep);
         if keep < self.written {
             self.written = keep;

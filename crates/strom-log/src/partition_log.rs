@@ -1,7 +1,7 @@
 //! The log of one partition: an ordered set of segments, the offsets that bound it and the
 //! idempotent-producer state. Single writer: the broker serializes calls with a lock.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -50,6 +50,9 @@ pub struct PartitionLog {
     /// The offset of the producer snapshot on disk that reflects `producer_state`, so a
     /// close with nothing appended since writes no snapshot.
     snapshot_offset: Option<i64>,
+    /// Offsets of the `.snapshot` files in the directory, kept so that pruning them needs
+    /// no directory listing.
+    snapshots: BTreeSet<i64>,
     leader_epoch: i32,
     unflushed_records: i64,
     last_flush_ms: i64,
@@ -72,18 +75,38 @@ impl PartitionLog {
         clean_shutdown: bool,
         now_ms: i64,
     ) -> Result<Self, LogError> {
-        fs::create_dir_all(dir)?;
-        let stored_checkpoint = PartitionCheckpoint::read(dir)?;
-        let checkpoint = stored_checkpoint.unwrap_or_default();
+        let listing = match fs::read_dir(dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                fs::create_dir_all(dir)?;
+                fs::read_dir(dir)?
+            }
+            listing => listing?,
+        };
         let mut bases = Vec::new();
-        for entry in fs::read_dir(dir)? {
+        let mut snapshots = BTreeSet::new();
+        for entry in listing {
             let name = entry?.file_name();
-            if let Some(stem) = name.to_string_lossy().strip_suffix(".log") {
-                if let Ok(base) = stem.parse::<i64>() {
-                    bases.push(base);
+            let name = name.to_string_lossy();
+            let (stem, found) = match name.split_once('.') {
+                Some((stem, "log")) => (stem, &mut bases),
+                Some((stem, "snapshot")) => {
+                    if let Ok(offset) = stem.parse::<i64>() {
+                        snapshots.insert(offset);
+                    }
+                    continue;
                 }
+                _ => continue,
+            };
+            if let Ok(base) = stem.parse::<i64>() {
+                found.push(base);
             }
         }
+        let stored_checkpoint = if bases.is_empty() {
+            None
+        } else {
+            PartitionCheckpoint::read(dir)?
+        };
+        let checkpoint = stored_checkpoint.unwrap_or_default();
         bases.sort_unstable();
         let mut segments = BTreeMap::new();
         let mut truncated = false;
@@ -97,7 +120,9 @@ impl PartitionLog {
             let recover =
                 !clean_shutdown && next_base.is_none_or(|n| n > checkpoint.recovery_point);
             let mode = if recover {
-                OpenMode::Recover
+                OpenMode::Recover {
+                    recovery_point: checkpoint.recovery_point,
+                }
             } else {
                 // A clean close leaves the recovery point at the log end offset.
                 let known_end = next_base.or(stored_checkpoint
@@ -128,6 +153,7 @@ impl PartitionLog {
             checkpointed_recovery_point: checkpoint.recovery_point,
             producer_state: ProducerStateManager::default(),
             snapshot_offset: None,
+            snapshots,
             leader_epoch: 0,
             unflushed_records: 0,
             last_flush_ms: now_ms,
@@ -144,8 +170,10 @@ impl PartitionLog {
     /// Rebuilds producer state from the newest snapshot plus the batch headers after it.
     fn load_producer_state(&mut self) -> Result<(), LogError> {
         let end = self.log_end_offset();
-        ProducerStateManager::delete_snapshots_above(&self.dir, end)?;
-        let (mut state, from) = ProducerStateManager::load_latest_snapshot(&self.dir, end)?;
+        self.delete_snapshots(|offset| offset > end)?;
+        let snapshots: Vec<i64> = self.snapshots.iter().copied().collect();
+        let (mut state, from) =
+            ProducerStateManager::load_latest_snapshot(&self.dir, &snapshots, end)?;
         for segment in self.segments.values() {
             if segment.next_offset() <= from {
                 continue;
@@ -268,7 +296,8 @@ impl PartitionLog {
         self.flush(now_ms)?;
         self.producer_state.write_snapshot(&self.dir, base, true)?;
         self.snapshot_offset = Some(base);
-        ProducerStateManager::delete_snapshots_below(&self.dir, base)?;
+        self.snapshots.insert(base);
+        self.delete_snapshots(|offset| offset < base)?;
         self.segments.insert(
             base,
             Segment::create(&self.dir, base, &self.config, &self.files)?,
@@ -416,7 +445,7 @@ impl PartitionLog {
             let first = *self.segments.keys().next().expect("non-empty");
             self.log_start_offset = self.log_start_offset.max(first);
             self.write_checkpoint()?;
-            ProducerStateManager::delete_snapshots_below(&self.dir, first)?;
+            self.delete_snapshots(|offset| offset < first)?;
             tracing::info!(dir = %self.dir.display(), deleted, log_start_offset = self.log_start_offset, "retention deleted segments");
         }
         Ok(deleted)
@@ -513,7 +542,23 @@ impl PartitionLog {
         }
         self.producer_state.write_snapshot(&self.dir, end, sync)?;
         self.snapshot_offset = Some(end);
-        ProducerStateManager::delete_snapshots_except(&self.dir, end)
+        self.snapshots.insert(end);
+        self.delete_snapshots(|offset| offset != end)
+    }
+
+    /// Deletes the snapshot files whose offset matches `doomed`.
+    fn delete_snapshots(&mut self, doomed: impl Fn(i64) -> bool) -> Result<(), LogError> {
+        let offsets: Vec<i64> = self
+            .snapshots
+            .iter()
+            .copied()
+            .filter(|&o| doomed(o))
+            .collect();
+        for offset in offsets {
+            ProducerStateManager::delete_snapshot(&self.dir, offset)?;
+            self.snapshots.remove(&offset);
+        }
+        Ok(())
     }
 
     /// Removes the partition's directory and everything in it.

@@ -64,9 +64,10 @@ pub enum OpenMode {
     /// now. `next_offset` is where the segment is known to end (the next segment's base
     /// offset, or the recovery point for the last one); `None` reads the index tail now.
     Trusted { next_offset: Option<i64> },
-    /// Possibly torn data: every batch is read and CRC-checked, the indexes rebuilt and the
-    /// file truncated at the first bad batch.
-    Recover,
+    /// Possibly torn data above `recovery_point`: the index entries below it are kept (if
+    /// they fit the file), every batch from the last of them on is read and CRC-checked and
+    /// indexed, and the file is truncated at the first bad batch.
+    Recover { recovery_point: i64 },
 }
 
 /// A segment's indexes and what is derived from them.
@@ -178,17 +179,22 @@ impl Segment {
                 segment.next_offset = next;
                 let _ = segment.indexes.set(indexes);
             }
-            OpenMode::Recover => segment.recover()?,
+            OpenMode::Recover { recovery_point } => segment.recover(recovery_point)?,
         }
         Ok(segment)
     }
 
-    /// Reads every batch, checking CRCs, rebuilds the indexes and cuts a torn tail.
-    fn recover(&mut self) -> Result<(), LogError> {
-        let mut indexes = self.empty_indexes()?;
+    /// Reads every batch above the trusted index prefix, checking CRCs, indexes them and
+    /// cuts a torn tail.
+    fn recover(&mut self, recovery_point: i64) -> Result<(), LogError> {
         let file = self.file()?;
-        let outcome = self.scan_from(&file, &mut indexes, 0, true, true)?;
-        if outcome.valid_end < self.size {
+        let (mut indexes, start) = match self.trusted_index_prefix(&file, recovery_point)? {
+            Some(prefix) => prefix,
+            None => (self.empty_indexes()?, 0),
+        };
+        let outcome = self.scan_from(&file, &mut indexes, start, true, true)?;
+        let torn = outcome.valid_end < self.size;
+        if torn {
             tracing::warn!(
                 segment = %self.log_path.display(),
                 valid = outcome.valid_end,
@@ -202,9 +208,56 @@ impl Segment {
         indexes.time_index.write_pending()?;
         indexes.first_batch_timestamp = read_header(&file, self.size, 0)?.map(|h| h.max_timestamp);
         self.next_offset = outcome.next_offset.unwrap_or(self.base_offset);
-        self.unsynced = true;
+        self.unsynced = torn || self.next_offset > recovery_point;
         let _ = self.indexes.set(indexes);
         Ok(())
+    }
+
+    /// The part of the on-disk indexes that describes fsynced data: the entries for batches
+    /// below `recovery_point`, if the last of them names the batch at its position. Returns
+    /// them with that position, where recovery starts reading, so recovery reads what was
+    /// written since the last flush, not the whole segment. `None` if nothing is trusted.
+    fn trusted_index_prefix(
+        &self,
+        file: &File,
+        recovery_point: i64,
+    ) -> Result<Option<(Indexes, u64)>, LogError> {
+        let relative_rp = recovery_point - self.base_offset;
+        if relative_rp <= 0 {
+            return Ok(None);
+        }
+        let index_bytes = self.segment_index_bytes;
+        let (Some(mut offset_index), Some(mut time_index)) = (
+            OffsetIndex::open(&self.index_path("index"), index_bytes)?,
+            TimeIndex::open(&self.index_path("timeindex"), index_bytes)?,
+        ) else {
+            return Ok(None);
+        };
+        let Some(last) = offset_index.floor(relative_rp - 1).filter(|e| {
+            read_header_is(
+                file,
+                self.size,
+                e.position as u64,
+                self.base_offset + e.relative_offset as i64,
+            )
+        }) else {
+            return Ok(None);
+        };
+        offset_index.truncate_from(last.relative_offset as i64 + 1)?;
+        time_index.truncate_to(|e| e.relative_offset <= last.relative_offset)?;
+        let mut indexes = Indexes {
+            offset_index,
+            time_index,
+            bytes_since_last_index_entry: 0,
+            max_timestamp: -1,
+            offset_of_max_timestamp: self.base_offset,
+            first_batch_timestamp: None,
+        };
+        if let Some(entry) = indexes.time_index.last() {
+            indexes.max_timestamp = entry.timestamp;
+            indexes.offset_of_max_timestamp = self.base_offset + entry.relative_offset as i64;
+        }
+        Ok(Some((indexes, last.position as u64)))
     }
 
     /// Loads the indexes of a trusted segment, rebuilding them from the batch headers if
@@ -571,11 +624,17 @@ impl Indexes {
             self.max_timestamp = max_timestamp;
             self.offset_of_max_timestamp = base_offset;
         }
-        if self.offset_index.last().is_none()
-            || self.bytes_since_last_index_entry >= index_interval_bytes
+        let relative_offset = (base_offset - segment_base) as u32;
+        let indexed_already = self
+            .offset_index
+            .last()
+            .is_some_and(|e| e.relative_offset == relative_offset);
+        if !indexed_already
+            && (self.offset_index.last().is_none()
+                || self.bytes_since_last_index_entry >= index_interval_bytes)
         {
             self.offset_index.append(OffsetPosition {
-                relative_offset: (base_offset - segment_base) as u32,
+                relative_offset,
                 position: position as u32,
             });
             if self
@@ -592,6 +651,15 @@ impl Indexes {
         }
         self.bytes_since_last_index_entry += len;
     }
+}
+
+/// Whether the batch at `position` parses and has base offset `base_offset` (a trusted
+/// index entry must name the batch it points at). A read error counts as no.
+fn read_header_is(file: &File, size: u64, position: u64, base_offset: i64) -> bool {
+    read_header(file, size, position)
+        .ok()
+        .flatten()
+        .is_some_and(|h| h.base_offset == base_offset)
 }
 
 /// Reads the batch header at `position` of a file of `size` bytes, or `None` if it does

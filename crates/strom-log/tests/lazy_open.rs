@@ -124,3 +124,42 @@ fn a_gap_between_segments_is_reported_not_served() {
         other => panic!("expected a corrupt-file error, got {other}"),
     }
 }
+
+#[test]
+fn recovery_reads_only_what_was_written_after_the_last_flush() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = partition_dir(root.path());
+    let files = FileCache::new(16);
+    let mut log = PartitionLog::open(&dir, common::config(), &files, true, NOW).unwrap();
+    for i in 0..20u8 {
+        log.append(&BatchSpec::new(3, 80).with_fill(i).encode(), NOW)
+            .unwrap();
+    }
+    log.flush(NOW).unwrap();
+    let flushed_end = log.log_end_offset();
+    for i in 20..25u8 {
+        log.append(&BatchSpec::new(3, 80).with_fill(i).encode(), NOW)
+            .unwrap();
+    }
+    let last_batch_start = log.log_end_offset() - 3;
+    drop(log); // as after kill -9: the page cache holds the unflushed batches
+    let segment = files_with(&dir, "log").pop().unwrap();
+    let mut bytes = fs::read(&segment).unwrap();
+    bytes[100] ^= 1; // inside the first batch, long flushed: not read again
+    let at = bytes.len() - 10;
+    bytes[at] ^= 1; // inside the last, unflushed batch: caught by its CRC
+    fs::write(&segment, &bytes).unwrap();
+
+    let log = PartitionLog::open(&dir, common::config(), &files, false, NOW).unwrap();
+    assert!(flushed_end < last_batch_start);
+    assert_eq!(
+        log.log_end_offset(),
+        last_batch_start,
+        "cut at the corrupt unflushed batch"
+    );
+    assert_eq!(
+        fs::read(&segment).unwrap()[100],
+        bytes[100],
+        "the flushed batch was not rewritten"
+    );
+}
