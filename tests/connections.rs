@@ -41,6 +41,8 @@ fn abandoned_long_polls_give_their_descriptors_back_at_once() {
     // Kept open, so that the baseline counts its descriptor for the whole test.
     let mut admin = Conn::open(&broker);
     assert_eq!(admin.create_topic("quiet"), 0);
+    // A first read opens the segment's files (the broker opens them on demand).
+    let _: FetchResponse = admin.call(ApiKey::Fetch, FETCH_VERSION, &long_poll("quiet", 0));
     let baseline = broker.open_descriptors();
     let mut parked: Vec<Conn> = (0..300).map(|_| Conn::open(&broker)).collect();
     for conn in &mut parked {
@@ -128,6 +130,7 @@ fn connections_that_come_and_go_do_not_grow_memory() {
     let broker = StromBroker::start(&[]);
     let mut admin = Conn::open(&broker);
     assert_eq!(admin.create_topic("churn"), 0);
+    let _: FetchResponse = admin.call(ApiKey::Fetch, FETCH_VERSION, &long_poll("churn", 0));
     let baseline = broker.open_descriptors();
     let mut rss_after_round = Vec::new();
     for _ in 0..5 {

@@ -8,6 +8,7 @@ pub mod client;
 pub mod raw;
 
 use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
@@ -23,11 +24,19 @@ pub struct StromBroker {
     overrides: Vec<String>,
     port: u16,
     stderr: Option<std::thread::JoinHandle<String>>,
+    /// `RLIMIT_NOFILE` (soft and hard) the broker runs under, when the test sets one.
+    open_files_limit: Option<u64>,
 }
 
 impl StromBroker {
     /// Starts a broker with `overrides` (`key=value`) on a fresh log directory.
     pub fn start(overrides: &[&str]) -> Self {
+        Self::start_limited(None, overrides)
+    }
+
+    /// Starts a broker whose `RLIMIT_NOFILE` is `open_files_limit` (soft and hard), as a
+    /// machine with a low descriptor limit would run it; restarts keep the limit.
+    pub fn start_limited(open_files_limit: Option<u64>, overrides: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut broker = Self {
             child: None,
@@ -35,6 +44,7 @@ impl StromBroker {
             overrides: overrides.iter().map(|s| s.to_string()).collect(),
             port: 0,
             stderr: None,
+            open_files_limit,
         };
         broker.spawn(0);
         broker
@@ -46,7 +56,7 @@ impl StromBroker {
     }
 
     fn spawn(&mut self, port: u16) {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_strom"));
+        let mut cmd = server_command(self.open_files_limit);
         cmd.arg("server")
             .arg("--override")
             .arg(format!("listeners=PLAINTEXT://127.0.0.1:{port}"))
@@ -187,9 +197,38 @@ impl Drop for StromBroker {
     }
 }
 
+/// The `strom` binary as a command, under `RLIMIT_NOFILE` `open_files_limit` if given.
+fn server_command(open_files_limit: Option<u64>) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_strom"));
+    if let Some(limit) = open_files_limit {
+        // SAFETY: setrlimit is async-signal-safe, as a pre_exec hook must be.
+        unsafe {
+            cmd.pre_exec(move || {
+                let rlimit = libc::rlimit {
+                    rlim_cur: limit,
+                    rlim_max: limit,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &rlimit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    cmd
+}
+
 /// Runs `strom server` with `args` and expects it to exit (a configuration error).
 pub fn run_server_expecting_exit(args: &[&str]) -> (ExitStatus, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_strom"))
+    run_limited_server_expecting_exit(None, args)
+}
+
+/// [`run_server_expecting_exit`] under `RLIMIT_NOFILE` `open_files_limit`.
+pub fn run_limited_server_expecting_exit(
+    open_files_limit: Option<u64>,
+    args: &[&str],
+) -> (ExitStatus, String) {
+    let output = server_command(open_files_limit)
         .arg("server")
         .args(args)
         .output()

@@ -30,7 +30,6 @@ const ACCEPTED_WITHOUT_EFFECT: &[&str] = &[
     "num.network.threads",
     "num.io.threads",
     "num.replica.fetchers",
-    "num.recovery.threads.per.data.dir",
     "socket.send.buffer.bytes",
     "socket.receive.buffer.bytes",
     "offsets.topic.replication.factor",
@@ -111,6 +110,21 @@ pub struct BrokerConfig {
     pub log_defaults: LogConfig,
     /// `log.retention.check.interval.ms`
     pub retention_check_interval_ms: u64,
+    /// `log.open.files.max` (strom's own): how many segment files the broker keeps open at
+    /// once, through one cache shared by every partition. Kafka keeps every segment open,
+    /// so a broker's descriptors grow with its data; strom's are bounded by this plus
+    /// the connections. Start-up refuses a `RLIMIT_NOFILE` that cannot hold it.
+    pub log_open_files_max: usize,
+    /// `num.recovery.threads.per.data.dir`: threads opening (and, after a crash,
+    /// recovering) the partitions of each log dir at start-up, and closing them at shutdown.
+    pub num_recovery_threads_per_data_dir: usize,
+    /// `max.partitions.per.request` (strom's own): the most partitions one CreateTopics
+    /// topic or CreatePartitions request may add (INVALID_PARTITIONS beyond it), so one
+    /// request cannot tie up the broker creating directories for minutes.
+    pub max_partitions_per_request: i32,
+    /// `max.partitions.per.broker` (strom's own): the most partitions this broker hosts;
+    /// a creation that would exceed it fails with POLICY_VIOLATION.
+    pub max_partitions_per_broker: i64,
     /// `log.flush.scheduler.interval.ms`
     pub flush_scheduler_interval_ms: u64,
     /// `producer.id.expiration.check.interval.ms`
@@ -202,6 +216,10 @@ impl BrokerConfig {
             auto_create_topics: true,
             log_defaults: LogConfig::default(),
             retention_check_interval_ms: 300_000,
+            log_open_files_max: 4096,
+            num_recovery_threads_per_data_dir: 1,
+            max_partitions_per_request: 10_000,
+            max_partitions_per_broker: 100_000,
             flush_scheduler_interval_ms: i64::MAX as u64,
             producer_id_expiration_check_interval_ms: 600_000,
             socket_request_max_bytes: 104_857_600,
@@ -264,6 +282,16 @@ impl BrokerConfig {
                 }
                 "log.retention.check.interval.ms" => {
                     c.retention_check_interval_ms = at_least(k, parse_num(k, v)?, 1)?
+                }
+                "log.open.files.max" => c.log_open_files_max = at_least(k, parse_num(k, v)?, 16)?,
+                "num.recovery.threads.per.data.dir" => {
+                    c.num_recovery_threads_per_data_dir = at_least(k, parse_num(k, v)?, 1)?
+                }
+                "max.partitions.per.request" => {
+                    c.max_partitions_per_request = at_least(k, parse_num(k, v)?, 1)?
+                }
+                "max.partitions.per.broker" => {
+                    c.max_partitions_per_broker = at_least(k, parse_num(k, v)?, 1)?
                 }
                 "log.flush.interval.messages" => {
                     c.log_defaults.flush_messages = at_least(k, parse_num(k, v)?, 1)?

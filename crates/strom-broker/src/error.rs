@@ -77,7 +77,9 @@ impl From<LogError> for ApiError {
             LogError::ProducerState(ProducerStateError::InvalidProducerEpoch { .. }) => {
                 ResponseError::InvalidProducerEpoch
             }
-            LogError::Io(_) | LogError::CorruptFile { .. } => ResponseError::KafkaStorageError,
+            LogError::Io(_) | LogError::CorruptFile { .. } | LogError::Offline { .. } => {
+                ResponseError::KafkaStorageError
+            }
         };
         if matches!(code, ResponseError::KafkaStorageError) {
             tracing::error!(error = %e, "storage error");

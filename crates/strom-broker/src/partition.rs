@@ -1,6 +1,9 @@
 //! A partition hosted by this broker: its log behind a lock, and the fetch requests
-//! waiting for it to grow.
+//! waiting for it to grow. A partition whose log could not be opened (a corrupt or
+//! unreadable file) is offline: every request for it gets KAFKA_STORAGE_ERROR while the
+//! broker's other partitions serve.
 
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
@@ -13,7 +16,9 @@ use tokio::sync::Notify;
 pub struct Partition {
     pub topic: String,
     pub index: i32,
-    log: Mutex<PartitionLog>,
+    dir: PathBuf,
+    /// The log, or why it is offline.
+    log: Result<Mutex<PartitionLog>, String>,
     /// Long-polling fetches to wake on the next append. Weak, so a fetch that finished
     /// without being woken costs nothing once it is gone; dead entries are pruned on
     /// every registration, so the list is bounded by the fetches in flight.
@@ -27,15 +32,38 @@ impl Partition {
         Self {
             topic: topic.to_string(),
             index,
-            log: Mutex::new(log),
+            dir: log.dir().to_path_buf(),
+            log: Ok(Mutex::new(log)),
             waiters: Mutex::new(Vec::new()),
             deleted: AtomicBool::new(false),
         }
     }
 
+    /// A partition whose log in `dir` could not be opened, for `reason`.
+    pub fn offline(topic: &str, index: i32, dir: &Path, reason: String) -> Self {
+        Self {
+            topic: topic.to_string(),
+            index,
+            dir: dir.to_path_buf(),
+            log: Err(reason),
+            waiters: Mutex::new(Vec::new()),
+            deleted: AtomicBool::new(false),
+        }
+    }
+
+    /// Why the partition is offline, if it is.
+    pub fn offline_reason(&self) -> Option<&str> {
+        self.log.as_ref().err().map(String::as_str)
+    }
+
+    /// The partition's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Appends a producer's record set and wakes waiting fetches.
     pub fn append(&self, records: &[u8]) -> Result<AppendInfo, LogError> {
-        let info = self.log.lock().append(records, crate::now_ms())?;
+        let info = self.try_with_log(|log| log.append(records, crate::now_ms()))?;
         if info.record_count > 0 {
             self.wake_waiters();
         }
@@ -68,14 +96,28 @@ impl Partition {
         waiters.push(Arc::downgrade(waiter));
     }
 
-    /// Runs `f` with the log locked.
-    pub fn with_log<T>(&self, f: impl FnOnce(&mut PartitionLog) -> T) -> T {
-        f(&mut self.log.lock())
+    /// Runs `f` with the log locked; an offline partition is a storage error.
+    pub fn with_log<T>(&self, f: impl FnOnce(&mut PartitionLog) -> T) -> Result<T, LogError> {
+        match &self.log {
+            Ok(log) => Ok(f(&mut log.lock())),
+            Err(reason) => Err(LogError::Offline {
+                dir: self.dir.display().to_string(),
+                reason: reason.clone(),
+            }),
+        }
     }
 
-    /// The high watermark. With one replica every appended record is committed, so it
-    /// is the log end offset.
+    /// [`Self::with_log`] for an `f` that can fail itself.
+    pub fn try_with_log<T>(
+        &self,
+        f: impl FnOnce(&mut PartitionLog) -> Result<T, LogError>,
+    ) -> Result<T, LogError> {
+        self.with_log(f)?
+    }
+
+    /// The high watermark (-1 while offline). With one replica every appended record is
+    /// committed, so it is the log end offset.
     pub fn high_watermark(&self) -> i64 {
-        self.log.lock().log_end_offset()
+        self.with_log(|log| log.log_end_offset()).unwrap_or(-1)
     }
 }

@@ -36,7 +36,10 @@ impl Broker {
 
     /// Opens the logs, binds the listener and starts serving.
     pub async fn start(self) -> Result<RunningBroker, BrokerError> {
-        let logs = LogManager::open(&self.config)?;
+        let config = self.config.clone();
+        let logs = tokio::task::spawn_blocking(move || LogManager::open(&config))
+            .await
+            .map_err(|e| BrokerError::Io(std::io::Error::other(e)))??;
         let producer_ids =
             ProducerIdManager::open(self.config.log_dirs[0].join("__strom_metadata"))?;
         let groups = GroupCoordinator::open(

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use common::BatchSpec;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use strom_log::{LogConfig, PartitionLog};
+use strom_log::{FileCache, LogConfig, PartitionLog};
 
 const RECORD_VALUE: usize = 100;
 const NOW: i64 = 1_000_000;
@@ -83,7 +83,7 @@ fn bench_log_with(dir: &std::path::Path, config: LogConfig) -> PartitionLog {
         max_message_bytes: 2 << 20,
         ..config
     };
-    PartitionLog::open(dir, config, true, NOW).expect("open")
+    PartitionLog::open(dir, config, &FileCache::new(64), true, NOW).expect("open")
 }
 
 /// CPU time of the calling thread (user + system).

@@ -8,7 +8,7 @@ mod common;
 
 use common::BatchSpec;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use strom_log::{LogConfig, PartitionLog};
+use strom_log::{FileCache, LogConfig, PartitionLog};
 
 const NOW: i64 = 1_000_000;
 const FETCH_BYTES: usize = 1 << 20;
@@ -19,7 +19,14 @@ fn read(c: &mut Criterion) {
         segment_bytes: 64 << 20,
         ..LogConfig::default()
     };
-    let mut log = PartitionLog::open(&root.path().join("bench-0"), config, true, NOW).unwrap();
+    let mut log = PartitionLog::open(
+        &root.path().join("bench-0"),
+        config,
+        &FileCache::new(64),
+        true,
+        NOW,
+    )
+    .unwrap();
     let batch = BatchSpec::new(150, 100).encode(); // ~16 KiB of 100-byte records
     while log.size_bytes() < 256 << 20 {
         log.append(&batch, NOW).unwrap();

@@ -56,8 +56,9 @@ impl PartitionCheckpoint {
         Ok(Some(checkpoint))
     }
 
-    /// Replaces the checkpoint of the partition in `dir`.
-    pub fn write(&self, dir: &Path) -> Result<(), LogError> {
+    /// Replaces the checkpoint of the partition in `dir`; with `sync` false the caller
+    /// makes it durable (one `syncfs` for every partition of a log dir at shutdown).
+    pub fn write(&self, dir: &Path, sync: bool) -> Result<(), LogError> {
         let tmp = dir.join(format!("{FILE_NAME}.tmp"));
         let mut file = fs::File::create(&tmp)?;
         write!(
@@ -65,7 +66,9 @@ impl PartitionCheckpoint {
             "{VERSION}\nrecovery.point {}\nlog.start.offset {}\n",
             self.recovery_point, self.log_start_offset
         )?;
-        file.sync_all()?;
+        if sync {
+            file.sync_all()?;
+        }
         fs::rename(&tmp, dir.join(FILE_NAME))?;
         Ok(())
     }

@@ -35,6 +35,9 @@ pub enum LogError {
     /// The idempotent-producer check refused the batch.
     #[error(transparent)]
     ProducerState(#[from] ProducerStateError),
+    /// The partition's log could not be opened (KAFKA_STORAGE_ERROR until a restart).
+    #[error("partition {dir} is offline: {reason}")]
+    Offline { dir: String, reason: String },
     /// A file on disk is not in the format strom writes.
     #[error("corrupt file {path}: {reason}")]
     CorruptFile { path: String, reason: String },

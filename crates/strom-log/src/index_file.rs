@@ -8,8 +8,8 @@
 //! it. The file is plain concatenated entries, so a crash can only leave a torn last
 //! entry, which [`IndexFile::open`] detects by length.
 
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::LogError;
@@ -24,28 +24,29 @@ pub trait IndexEntry: Copy {
     fn decode(bytes: &[u8]) -> Self;
 }
 
-/// An index file and its entries.
+/// An index file's entries. The file is not kept open: it is opened for the moment of a
+/// write, truncation or fsync, so indexes cost no descriptor at rest (a broker hosts far
+/// more segments than it may hold descriptors).
 #[derive(Debug)]
 pub struct IndexFile<E> {
     path: PathBuf,
-    file: File,
     entries: Vec<E>,
     /// How many of `entries` are in the file; the rest are written by [`Self::flush`].
     written: usize,
+    /// Whether the file was written or truncated since its last fsync.
+    unsynced: bool,
     max_entries: usize,
 }
 
 impl<E: IndexEntry> IndexFile<E> {
-    /// Opens (or creates) the index at `path`. Returns `Ok(None)` when the file exists but
-    /// cannot be trusted (torn length or unsorted keys): the caller rebuilds it.
+    /// Reads the index at `path`. Returns `Ok(None)` when the file is missing or cannot be
+    /// trusted (torn length or unsorted keys): the caller rebuilds it.
     pub fn open(path: &Path, max_bytes: u64) -> Result<Option<Self>, LogError> {
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(path)?;
-        let mut raw = Vec::new();
-        file.read_to_end(&mut raw)?;
+        let raw = match fs::read(path) {
+            Ok(raw) => raw,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
         let max_entries = (max_bytes as usize / E::SIZE).max(1);
         if raw.len() % E::SIZE != 0 {
             return Ok(None);
@@ -56,28 +57,21 @@ impl<E: IndexEntry> IndexFile<E> {
         }
         Ok(Some(Self {
             path: path.to_path_buf(),
-            file,
             written: entries.len(),
             entries,
+            unsynced: false,
             max_entries,
         }))
     }
 
     /// Creates an empty index at `path`, replacing any existing file.
     pub fn create(path: &Path, max_bytes: u64) -> Result<Self, LogError> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)?;
-        drop(file);
-        let file = OpenOptions::new().read(true).append(true).open(path)?;
+        File::create(path)?;
         Ok(Self {
             path: path.to_path_buf(),
-            file,
             entries: Vec::new(),
             written: 0,
+            unsynced: true,
             max_entries: (max_bytes as usize / E::SIZE).max(1),
         })
     }
@@ -89,7 +83,7 @@ impl<E: IndexEntry> IndexFile<E> {
         self.entries.push(entry);
     }
 
-    /// Writes the entries not yet in the file, in one write.
+    /// Writes the entries not yet in the file, in one write, without fsync.
     pub fn write_pending(&mut self) -> Result<(), LogError> {
         if self.written == self.entries.len() {
             return Ok(());
@@ -98,8 +92,13 @@ impl<E: IndexEntry> IndexFile<E> {
         for entry in &self.entries[self.written..] {
             entry.encode(&mut buf);
         }
-        self.file.write_all(&buf)?;
+        OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&self.path)?
+            .write_all(&buf)?;
         self.written = self.entries.len();
+        self.unsynced = true;
         Ok(())
     }
 
@@ -119,19 +118,35 @@ impl<E: IndexEntry> IndexFile<E> {
 
     /// Drops entries whose key is at least `key` (after truncating the log).
     pub fn truncate_from(&mut self, key: i64) -> Result<(), LogError> {
-        let keep = self.entries.partition_point(|e| e.key() < key);
+        self.truncate_to(|e| e.key() < key)
+    }
+
+    /// Keeps the entries up to the first that fails `keep` (the entries' offsets grow
+    /// with their keys, so this can cut by offset an index sorted by timestamp).
+    pub fn truncate_to(&mut self, keep: impl Fn(&E) -> bool) -> Result<(), LogError> {
+        let keep = self.entries.partition_point(keep);
         self.entries.truncate(keep);
         if keep < self.written {
             self.written = keep;
-            self.file.set_len((keep * E::SIZE) as u64)?;
+            OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&self.path)?
+                .set_len((keep * E::SIZE) as u64)?;
+            self.unsynced = true;
         }
         Ok(())
     }
 
-    /// Writes the pending entries and fsyncs the file.
+    /// Writes the pending entries and fsyncs the file, if anything changed since the last
+    /// fsync (an unchanged index costs no system call).
     pub fn flush(&mut self) -> Result<(), LogError> {
         self.write_pending()?;
-        self.file.sync_data()?;
+        if self.unsynced {
+            File::open(&self.path)?.sync_data()?;
+            self.unsynced = false;
+        }
         Ok(())
     }
 

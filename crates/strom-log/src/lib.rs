@@ -9,6 +9,7 @@
 pub mod checkpoint;
 pub mod config;
 pub mod error;
+pub mod file_cache;
 pub mod index_file;
 pub mod offset_index;
 pub mod partition_log;
@@ -19,6 +20,7 @@ pub mod validator;
 
 pub use config::LogConfig;
 pub use error::LogError;
+pub use file_cache::FileCache;
 pub use partition_log::{AppendInfo, FetchData, PartitionLog};
 pub use producer_state::{ProducerStateError, ProducerStateManager};
 

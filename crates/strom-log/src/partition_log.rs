@@ -1,17 +1,19 @@
 //! The log of one partition: an ordered set of segments, the offsets that bound it and the
 //! idempotent-producer state. Single writer: the broker serializes calls with a lock.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use strom_wire::batch::verify_crc;
 use strom_wire::{RecordBatchHeader, RecordBatches};
 
 use crate::checkpoint::PartitionCheckpoint;
+use crate::file_cache::FileCache;
 use crate::producer_state::SequenceCheck;
-use crate::segment::{PreparedBatch, Segment, REWRITTEN_PREFIX_LEN};
+use crate::segment::{OpenMode, PreparedBatch, Segment, REWRITTEN_PREFIX_LEN};
 use crate::validator::validate_batch;
 use crate::{LogConfig, LogError, ProducerStateManager};
 
@@ -41,38 +43,73 @@ pub struct FetchData {
 pub struct PartitionLog {
     dir: PathBuf,
     config: LogConfig,
+    files: Arc<FileCache>,
     segments: BTreeMap<i64, Segment>,
     log_start_offset: i64,
     recovery_point: i64,
+    /// The recovery point the checkpoint file holds, so an unchanged one is not rewritten.
+    checkpointed_recovery_point: i64,
     producer_state: ProducerStateManager,
+    /// The offset of the producer snapshot on disk that reflects `producer_state`, so a
+    /// close with nothing appended since writes no snapshot.
+    snapshot_offset: Option<i64>,
+    /// Offsets of the `.snapshot` files in the directory, kept so that pruning them needs
+    /// no directory listing.
+    snapshots: BTreeSet<i64>,
     leader_epoch: i32,
     unflushed_records: i64,
     last_flush_ms: i64,
 }
 
 impl PartitionLog {
-    /// Opens the partition in `dir`, creating it if it does not exist.
+    /// Opens the partition in `dir`, creating it if it does not exist. Segment files are
+    /// opened through `files`, the broker's bounded cache of open files.
     ///
-    /// After a clean shutdown nothing but the index tails is read. After an unclean one,
-    /// the segments at or above the recovery point are read, their batches CRC-checked and
-    /// a torn or corrupt tail truncated; segments below it are trusted.
+    /// After a clean shutdown nothing is read but the checkpoint and the producer snapshot:
+    /// segments are trusted and their indexes load on first use. After an unclean one, the
+    /// segments at or above the recovery point are read, their batches CRC-checked and a
+    /// torn or corrupt tail truncated; segments below it are trusted (and read lazily).
+    /// The recovery point is not advanced by recovery (that would cost an fsync per
+    /// partition at start-up): the recovered tail is checked again after another crash.
     pub fn open(
         dir: &Path,
         config: LogConfig,
+        files: &Arc<FileCache>,
         clean_shutdown: bool,
         now_ms: i64,
     ) -> Result<Self, LogError> {
-        fs::create_dir_all(dir)?;
-        let checkpoint = PartitionCheckpoint::read(dir)?.unwrap_or_default();
+        let listing = match fs::read_dir(dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                fs::create_dir_all(dir)?;
+                fs::read_dir(dir)?
+            }
+            listing => listing?,
+        };
         let mut bases = Vec::new();
-        for entry in fs::read_dir(dir)? {
+        let mut snapshots = BTreeSet::new();
+        for entry in listing {
             let name = entry?.file_name();
-            if let Some(stem) = name.to_string_lossy().strip_suffix(".log") {
-                if let Ok(base) = stem.parse::<i64>() {
-                    bases.push(base);
+            let name = name.to_string_lossy();
+            let (stem, found) = match name.split_once('.') {
+                Some((stem, "log")) => (stem, &mut bases),
+                Some((stem, "snapshot")) => {
+                    if let Ok(offset) = stem.parse::<i64>() {
+                        snapshots.insert(offset);
+                    }
+                    continue;
                 }
+                _ => continue,
+            };
+            if let Ok(base) = stem.parse::<i64>() {
+                found.push(base);
             }
         }
+        let stored_checkpoint = if bases.is_empty() {
+            None
+        } else {
+            PartitionCheckpoint::read(dir)?
+        };
+        let checkpoint = stored_checkpoint.unwrap_or_default();
         bases.sort_unstable();
         let mut segments = BTreeMap::new();
         let mut truncated = false;
@@ -85,7 +122,20 @@ impl PartitionLog {
             let next_base = bases.get(i + 1).copied();
             let recover =
                 !clean_shutdown && next_base.is_none_or(|n| n > checkpoint.recovery_point);
-            let segment = Segment::open(dir, base, &config, recover)?;
+            let mode = if recover {
+                OpenMode::Recover {
+                    recovery_point: checkpoint.recovery_point,
+                }
+            } else {
+                // A clean close leaves the recovery point at the log end offset.
+                let known_end = next_base.or(stored_checkpoint
+                    .map(|c| c.recovery_point)
+                    .filter(|&rp| rp >= base));
+                OpenMode::Trusted {
+                    next_offset: known_end,
+                }
+            };
+            let segment = Segment::open(dir, base, &config, files, mode)?;
             if let Some(n) = next_base {
                 truncated = segment.next_offset() < n && recover;
             }
@@ -93,34 +143,40 @@ impl PartitionLog {
         }
         if segments.is_empty() {
             let base = checkpoint.log_start_offset;
-            segments.insert(base, Segment::create(dir, base, &config)?);
+            segments.insert(base, Segment::create(dir, base, &config, files)?);
         }
         let first_base = *segments.keys().next().expect("at least one segment");
         let mut log = Self {
             dir: dir.to_path_buf(),
             config,
+            files: files.clone(),
             segments,
             log_start_offset: checkpoint.log_start_offset.max(first_base),
             recovery_point: 0,
+            checkpointed_recovery_point: checkpoint.recovery_point,
             producer_state: ProducerStateManager::default(),
+            snapshot_offset: None,
+            snapshots,
             leader_epoch: 0,
             unflushed_records: 0,
             last_flush_ms: now_ms,
         };
         log.load_producer_state()?;
-        if !clean_shutdown {
-            log.flush(now_ms)?;
+        log.recovery_point = if clean_shutdown {
+            log.log_end_offset()
         } else {
-            log.recovery_point = log.log_end_offset();
-        }
+            checkpoint.recovery_point.min(log.log_end_offset())
+        };
         Ok(log)
     }
 
     /// Rebuilds producer state from the newest snapshot plus the batch headers after it.
     fn load_producer_state(&mut self) -> Result<(), LogError> {
         let end = self.log_end_offset();
-        ProducerStateManager::delete_snapshots_above(&self.dir, end)?;
-        let (mut state, from) = ProducerStateManager::load_latest_snapshot(&self.dir, end)?;
+        self.delete_snapshots(|offset| offset > end)?;
+        let snapshots: Vec<i64> = self.snapshots.iter().copied().collect();
+        let (mut state, from) =
+            ProducerStateManager::load_latest_snapshot(&self.dir, &snapshots, end)?;
         for segment in self.segments.values() {
             if segment.next_offset() <= from {
                 continue;
@@ -134,6 +190,7 @@ impl PartitionLog {
             }
         }
         self.producer_state = state;
+        self.snapshot_offset = Some(from);
         Ok(())
     }
 
@@ -268,20 +325,24 @@ impl PartitionLog {
         }
         let too_big = active.size() + incoming > self.config.segment_bytes;
         let too_old = active
-            .first_batch_timestamp()
+            .first_batch_timestamp()?
             .is_some_and(|t| now_ms - t > self.config.segment_ms);
         let offsets_overflow = !active.fits_relative_offsets(last_offset);
-        if !(too_big || too_old || offsets_overflow || active.is_index_full()) {
+        if !(too_big || too_old || offsets_overflow || active.is_index_full()?) {
             return Ok(());
         }
         let base = self.log_end_offset();
         // Everything before the new segment is fsynced now, so after a crash only the new
         // active segment needs recovery (Kafka flushes on roll for the same reason).
         self.flush(now_ms)?;
-        self.producer_state.write_snapshot(&self.dir, base)?;
-        ProducerStateManager::delete_snapshots_below(&self.dir, base)?;
-        self.segments
-            .insert(base, Segment::create(&self.dir, base, &self.config)?);
+        self.producer_state.write_snapshot(&self.dir, base, true)?;
+        self.snapshot_offset = Some(base);
+        self.snapshots.insert(base);
+        self.delete_snapshots(|offset| offset < base)?;
+        self.segments.insert(
+            base,
+            Segment::create(&self.dir, base, &self.config, &self.files)?,
+        );
         tracing::debug!(dir = %self.dir.display(), base, "rolled segment");
         Ok(())
     }
@@ -345,7 +406,7 @@ impl PartitionLog {
         timestamp: i64,
     ) -> Result<Option<(RecordBatchHeader, Vec<u8>)>, LogError> {
         for segment in self.segments.values() {
-            if segment.max_timestamp() < timestamp {
+            if segment.max_timestamp()? < timestamp {
                 continue;
             }
             if let Some((position, header)) =
@@ -361,15 +422,17 @@ impl PartitionLog {
     /// The largest timestamp in the log and the base offset of a batch holding it
     /// (ListOffsets' MAX_TIMESTAMP spec). `None` for an empty log.
     pub fn max_timestamp(&self) -> Result<Option<(RecordBatchHeader, Vec<u8>)>, LogError> {
-        let Some(segment) = self
-            .segments
-            .values()
-            .filter(|s| s.size() > 0)
-            .max_by_key(|s| s.max_timestamp())
-        else {
+        let mut newest: Option<(&Segment, i64)> = None;
+        for segment in self.segments.values().filter(|s| s.size() > 0) {
+            let max = segment.max_timestamp()?;
+            if newest.is_none_or(|(_, m)| max >= m) {
+                newest = Some((segment, max));
+            }
+        }
+        let Some((segment, max)) = newest else {
             return Ok(None);
         };
-        match segment.position_of_timestamp(segment.max_timestamp(), self.log_start_offset)? {
+        match segment.position_of_timestamp(max, self.log_start_offset)? {
             Some((position, header)) => {
                 let bytes = segment.read_at(position, header.total_len())?;
                 Ok(Some((header, bytes)))
@@ -407,7 +470,7 @@ impl PartitionLog {
             let deletes = self.config.deletes();
             let expired = deletes
                 && self.config.retention_ms >= 0
-                && oldest.max_timestamp() < now_ms - self.config.retention_ms;
+                && oldest.max_timestamp()? < now_ms - self.config.retention_ms;
             let oversized = deletes
                 && self.config.retention_bytes >= 0
                 && total - oldest.size() >= self.config.retention_bytes as u64;
@@ -423,13 +486,15 @@ impl PartitionLog {
             let first = *self.segments.keys().next().expect("non-empty");
             self.log_start_offset = self.log_start_offset.max(first);
             self.write_checkpoint()?;
-            ProducerStateManager::delete_snapshots_below(&self.dir, first)?;
+            self.delete_snapshots(|offset| offset < first)?;
             tracing::info!(dir = %self.dir.display(), deleted, log_start_offset = self.log_start_offset, "retention deleted segments");
         }
         Ok(deleted)
     }
 
     /// fsyncs every segment that may hold unflushed data and advances the recovery point.
+    /// Segments and indexes with nothing new cost no system call, and the checkpoint is
+    /// rewritten only if the recovery point moved.
     pub fn flush(&mut self, now_ms: i64) -> Result<(), LogError> {
         let from = self.recovery_point;
         for segment in self
@@ -442,7 +507,10 @@ impl PartitionLog {
         self.recovery_point = self.log_end_offset();
         self.unflushed_records = 0;
         self.last_flush_ms = now_ms;
-        self.write_checkpoint()
+        if self.recovery_point != self.checkpointed_recovery_point {
+            self.write_checkpoint()?;
+        }
+        Ok(())
     }
 
     /// Forgets producers idle for longer than `producer.id.expiration.ms` (called
@@ -462,12 +530,76 @@ impl PartitionLog {
         Ok(())
     }
 
-    /// Flushes and snapshots producer state, so the next open needs no recovery.
+    /// Flushes and snapshots producer state, so the next open needs no recovery. A log
+    /// with nothing appended since it was opened or last closed costs no system call.
     pub fn close(&mut self, now_ms: i64) -> Result<(), LogError> {
         self.flush(now_ms)?;
+        self.write_close_snapshot(true)
+    }
+
+    /// Whether [`Self::close`] has anything to write.
+    pub fn needs_close(&self) -> bool {
+        self.recovery_point != self.log_end_offset()
+            || self.recovery_point != self.checkpointed_recovery_point
+            || self.snapshot_offset != Some(self.log_end_offset())
+    }
+
+    /// First half of a close whose durability the caller provides with one `syncfs` per
+    /// log dir instead of an fsync per file: writes the pending index entries, without
+    /// fsync. The caller then syncs the file system and calls
+    /// [`Self::close_after_sync`], so the checkpoint never claims data that is not durable.
+    pub fn close_before_sync(&mut self) -> Result<(), LogError> {
+        let from = self.recovery_point;
+        for segment in self
+            .segments
+            .values_mut()
+            .filter(|s| s.next_offset() > from || s.size() == 0)
+        {
+            segment.write_pending()?;
+        }
+        Ok(())
+    }
+
+    /// Second half of a `syncfs` close: the data is durable, so the recovery point moves
+    /// to the log end; the checkpoint and producer snapshot are written without fsync
+    /// (the caller syncs the file system again before writing the clean-shutdown marker).
+    pub fn close_after_sync(&mut self, now_ms: i64) -> Result<(), LogError> {
+        for segment in self.segments.values_mut() {
+            segment.mark_synced();
+        }
+        self.recovery_point = self.log_end_offset();
+        self.unflushed_records = 0;
+        self.last_flush_ms = now_ms;
+        if self.recovery_point != self.checkpointed_recovery_point {
+            self.write_checkpoint_with(false)?;
+        }
+        self.write_close_snapshot(false)
+    }
+
+    fn write_close_snapshot(&mut self, sync: bool) -> Result<(), LogError> {
         let end = self.log_end_offset();
-        self.producer_state.write_snapshot(&self.dir, end)?;
-        ProducerStateManager::delete_snapshots_except(&self.dir, end)
+        if self.snapshot_offset == Some(end) {
+            return Ok(());
+        }
+        self.producer_state.write_snapshot(&self.dir, end, sync)?;
+        self.snapshot_offset = Some(end);
+        self.snapshots.insert(end);
+        self.delete_snapshots(|offset| offset != end)
+    }
+
+    /// Deletes the snapshot files whose offset matches `doomed`.
+    fn delete_snapshots(&mut self, doomed: impl Fn(i64) -> bool) -> Result<(), LogError> {
+        let offsets: Vec<i64> = self
+            .snapshots
+            .iter()
+            .copied()
+            .filter(|&o| doomed(o))
+            .collect();
+        for offset in offsets {
+            ProducerStateManager::delete_snapshot(&self.dir, offset)?;
+            self.snapshots.remove(&offset);
+        }
+        Ok(())
     }
 
     /// Removes the partition's directory and everything in it.
@@ -476,12 +608,18 @@ impl PartitionLog {
         Ok(())
     }
 
-    fn write_checkpoint(&self) -> Result<(), LogError> {
+    fn write_checkpoint(&mut self) -> Result<(), LogError> {
+        self.write_checkpoint_with(true)
+    }
+
+    fn write_checkpoint_with(&mut self, sync: bool) -> Result<(), LogError> {
         PartitionCheckpoint {
             recovery_point: self.recovery_point,
             log_start_offset: self.log_start_offset,
         }
-        .write(&self.dir)
+        .write(&self.dir, sync)?;
+        self.checkpointed_recovery_point = self.recovery_point;
+        Ok(())
     }
 
     /// Replaces the log's settings (AlterConfigs); they apply from the next append.

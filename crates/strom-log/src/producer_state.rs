@@ -183,8 +183,9 @@ impl ProducerStateManager {
         self.producers.is_empty()
     }
 
-    /// Writes a snapshot taken at `offset` (the log end offset it reflects) into `dir`.
-    pub fn write_snapshot(&self, dir: &Path, offset: i64) -> Result<(), LogError> {
+    /// Writes a snapshot taken at `offset` (the log end offset it reflects) into `dir`;
+    /// with `sync` false the caller makes it durable (`syncfs` at shutdown).
+    pub fn write_snapshot(&self, dir: &Path, offset: i64, sync: bool) -> Result<(), LogError> {
         let mut out = Vec::new();
         out.extend_from_slice(&SNAPSHOT_VERSION.to_be_bytes());
         out.extend_from_slice(&(self.producers.len() as u32).to_be_bytes());
@@ -205,16 +206,23 @@ impl ProducerStateManager {
         let path = dir.join(offset_file_name(offset, "snapshot"));
         let tmp = path.with_extension("snapshot.tmp");
         fs::write(&tmp, &out)?;
-        fs::File::open(&tmp)?.sync_all()?;
+        if sync {
+            fs::File::open(&tmp)?.sync_all()?;
+        }
         fs::rename(&tmp, &path)?;
         Ok(())
     }
 
-    /// Loads the newest valid snapshot at or below `max_offset` from `dir`, returning the
-    /// state and the offset it was taken at. Snapshots above `max_offset` (from a log that
-    /// was since truncated) and unreadable ones are ignored.
-    pub fn load_latest_snapshot(dir: &Path, max_offset: i64) -> Result<(Self, i64), LogError> {
-        let mut offsets = snapshot_offsets(dir)?;
+    /// Loads the newest valid snapshot at or below `max_offset` among the snapshots at
+    /// `offsets` in `dir` (the caller lists the directory once for segments and snapshots),
+    /// returning the state and the offset it was taken at. Snapshots above `max_offset`
+    /// (from a log that was since truncated) and unreadable ones are ignored.
+    pub fn load_latest_snapshot(
+        dir: &Path,
+        offsets: &[i64],
+        max_offset: i64,
+    ) -> Result<(Self, i64), LogError> {
+        let mut offsets = offsets.to_vec();
         offsets.sort_unstable_by(|a, b| b.cmp(a));
         for offset in offsets.into_iter().filter(|o| *o <= max_offset) {
             let bytes = fs::read(dir.join(offset_file_name(offset, "snapshot")))?;
@@ -226,22 +234,12 @@ impl ProducerStateManager {
         Ok((Self::default(), 0))
     }
 
-    /// Deletes all snapshots except the one at `keep`.
-    pub fn delete_snapshots_except(dir: &Path, keep: i64) -> Result<(), LogError> {
-        delete_snapshots_where(dir, |offset| offset != keep)
-    }
-
-    /// Deletes the snapshots taken below `offset` (the base of the oldest segment left
-    /// after retention), so they do not pile up one per rolled segment.
-    pub fn delete_snapshots_below(dir: &Path, offset: i64) -> Result<(), LogError> {
-        delete_snapshots_where(dir, |o| o < offset)
-    }
-
-    /// Deletes the snapshots taken above `log_end_offset`: they describe batches that
-    /// recovery truncated away, and would be loaded by mistake once the log grows past
-    /// them again.
-    pub fn delete_snapshots_above(dir: &Path, log_end_offset: i64) -> Result<(), LogError> {
-        delete_snapshots_where(dir, |offset| offset > log_end_offset)
+    /// Deletes the snapshot taken at `offset` in `dir`; a missing one is no error.
+    pub fn delete_snapshot(dir: &Path, offset: i64) -> Result<(), LogError> {
+        match fs::remove_file(dir.join(offset_file_name(offset, "snapshot"))) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+            _ => Ok(()),
+        }
     }
 
     fn decode_snapshot(bytes: &[u8]) -> Option<Self> {
@@ -273,29 +271,6 @@ impl ProducerStateManager {
         }
         Some(Self { producers })
     }
-}
-
-fn delete_snapshots_where(dir: &Path, delete: impl Fn(i64) -> bool) -> Result<(), LogError> {
-    for offset in snapshot_offsets(dir)? {
-        if delete(offset) {
-            fs::remove_file(dir.join(offset_file_name(offset, "snapshot")))?;
-        }
-    }
-    Ok(())
-}
-
-fn snapshot_offsets(dir: &Path) -> Result<Vec<i64>, LogError> {
-    let mut offsets = Vec::new();
-    for entry in fs::read_dir(dir)? {
-        let name = entry?.file_name();
-        let name = name.to_string_lossy();
-        if let Some(stem) = name.strip_suffix(".snapshot") {
-            if let Ok(offset) = stem.parse() {
-                offsets.push(offset);
-            }
-        }
-    }
-    Ok(offsets)
 }
 
 /// A cursor over snapshot bytes that returns `None` when they run out.
@@ -412,15 +387,17 @@ mod tests {
             state.update(&header(1, 0, i, 1, i as i64));
         }
         state.update(&header(2, 4, 0, 2, 7));
-        state.write_snapshot(dir.path(), 9).unwrap();
-        let (loaded, at) = ProducerStateManager::load_latest_snapshot(dir.path(), 100).unwrap();
+        state.write_snapshot(dir.path(), 9, true).unwrap();
+        let (loaded, at) =
+            ProducerStateManager::load_latest_snapshot(dir.path(), &[9], 100).unwrap();
         assert_eq!(at, 9);
         assert_eq!(loaded, state);
         let path = dir.path().join(offset_file_name(9, "snapshot"));
         let mut bytes = fs::read(&path).unwrap();
         bytes[3] ^= 1;
         fs::write(&path, bytes).unwrap();
-        let (loaded, at) = ProducerStateManager::load_latest_snapshot(dir.path(), 100).unwrap();
+        let (loaded, at) =
+            ProducerStateManager::load_latest_snapshot(dir.path(), &[9], 100).unwrap();
         assert_eq!((loaded.len(), at), (0, 0));
     }
 }

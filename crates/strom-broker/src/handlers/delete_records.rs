@@ -25,7 +25,7 @@ pub fn handle(ctx: &RequestContext<'_>, req: DeleteRecordsRequest) -> DeleteReco
                         .partition(&topic.name, p.partition_index)
                         .ok_or_else(ApiError::unknown_topic)
                         .and_then(|part| {
-                            part.with_log(|log| {
+                            part.try_with_log(|log| {
                                 let offset = if p.offset == -1 {
                                     log.log_end_offset()
                                 } else {

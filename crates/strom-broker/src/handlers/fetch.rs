@@ -110,13 +110,15 @@ fn read_all(
             }
             Ok(p) => {
                 let limit = (spec.partition_max_bytes.max(0) as usize).min(remaining);
-                let (read, hw, log_start) = p.with_log(|log| {
-                    (
-                        log.read(spec.fetch_offset, limit, total == 0),
-                        log.log_end_offset(),
-                        log.log_start_offset(),
-                    )
-                });
+                let (read, hw, log_start) = p
+                    .with_log(|log| {
+                        (
+                            log.read(spec.fetch_offset, limit, total == 0),
+                            log.log_end_offset(),
+                            log.log_start_offset(),
+                        )
+                    })
+                    .unwrap_or_else(|offline| (Err(offline), -1, -1));
                 let data = data
                     .with_high_watermark(hw)
                     .with_last_stable_offset(hw)

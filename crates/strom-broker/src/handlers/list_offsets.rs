@@ -54,7 +54,7 @@ pub fn handle(ctx: &RequestContext<'_>, req: ListOffsetsRequest) -> ListOffsetsR
                         .partition(&topic.name, p.partition_index)
                         .ok_or_else(ApiError::unknown_topic)
                         .and_then(|part| {
-                            part.with_log(|log| lookup(log, p.timestamp))
+                            part.try_with_log(|log| lookup(log, p.timestamp))
                                 .map_err(ApiError::from)
                         });
                     match result {

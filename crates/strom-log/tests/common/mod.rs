@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use strom_log::{LogConfig, PartitionLog};
+use strom_log::{FileCache, LogConfig, PartitionLog};
 use strom_wire::{RecordBatchHeader, RecordBatches};
 
 /// What one encoded batch looks like; build with [`BatchSpec::new`] and the `with_*` setters.
@@ -134,7 +134,7 @@ pub fn partition_dir(root: &Path) -> PathBuf {
 }
 
 pub fn open(dir: &Path, config: LogConfig, clean: bool) -> PartitionLog {
-    PartitionLog::open(dir, config, clean, NOW).expect("open log")
+    PartitionLog::open(dir, config, &FileCache::new(64), clean, NOW).expect("open log")
 }
 
 /// "Now" for tests whose batches carry the default timestamps.
