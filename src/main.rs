@@ -36,6 +36,9 @@ enum Command {
     /// Run a broker: `strom server [server.properties] [--override key=value]...`
     #[command(disable_help_flag = true)]
     Server(Passthrough),
+    /// Format storage like kafka-storage.sh: `strom storage random-uuid | format --cluster-id ID --config FILE`
+    #[command(disable_help_flag = true)]
+    Storage(Passthrough),
     /// Kafka's kafka-producer-perf-test, same flags and output
     #[command(disable_help_flag = true)]
     ProducerPerfTest(Passthrough),
@@ -57,6 +60,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Server(p) => strom_broker::cli::main(p.args),
+        Command::Storage(p) => strom_broker::storage_cli::main(p.args),
         Command::ProducerPerfTest(p) => strom_perf::producer_perf_test::main(p.args),
         Command::ConsumerPerfTest(p) => strom_perf::consumer_perf_test::main(p.args),
         Command::ConsumerGroups(p) => strom_perf::consumer_groups::main(p.args),

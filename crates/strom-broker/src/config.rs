@@ -9,6 +9,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use strom_log::LogConfig;
+
+use crate::kraft_config::{self, KraftConfig};
 use thiserror::Error;
 
 /// A configuration problem, naming the key.
@@ -36,13 +38,6 @@ const ACCEPTED_WITHOUT_EFFECT: &[&str] = &[
     "offsets.topic.num.partitions",
     "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr",
-    "default.replication.factor",
-    "process.roles",
-    "controller.quorum.voters",
-    "controller.quorum.bootstrap.servers",
-    "controller.listener.names",
-    "inter.broker.listener.name",
-    "listener.security.protocol.map",
     "share.coordinator.state.topic.replication.factor",
     "share.coordinator.state.topic.min.isr",
 ];
@@ -55,30 +50,6 @@ pub struct Listener {
 }
 
 impl Listener {
-    fn parse(key: &str, value: &str) -> Result<Self, ConfigError> {
-        let invalid = |reason: &str| ConfigError::InvalidValue {
-            key: key.to_string(),
-            value: value.to_string(),
-            reason: reason.to_string(),
-        };
-        let first = value.split(',').next().unwrap_or("").trim();
-        let (protocol, address) = first
-            .split_once("://")
-            .ok_or_else(|| invalid("expected PLAINTEXT://host:port"))?;
-        let protocol = protocol.rsplit(':').next().unwrap_or(protocol);
-        if protocol != "PLAINTEXT" {
-            return Err(invalid("only the PLAINTEXT security protocol is supported"));
-        }
-        let (host, port) = address
-            .rsplit_once(':')
-            .ok_or_else(|| invalid("expected host:port"))?;
-        let port = port.parse().map_err(|_| invalid("invalid port"))?;
-        Ok(Self {
-            host: host.trim_matches(['[', ']']).to_string(),
-            port,
-        })
-    }
-
     /// The socket address to bind; an empty host binds all interfaces, as in Kafka.
     pub fn bind_address(&self) -> String {
         let host = if self.host.is_empty() {
@@ -95,7 +66,7 @@ impl Listener {
 pub struct BrokerConfig {
     /// `node.id`
     pub node_id: i32,
-    /// `listeners` (first PLAINTEXT listener)
+    /// The client listener: the first of `listeners` that is not a controller listener.
     pub listener: Listener,
     /// `advertised.listeners`; defaults to the listener, with the bound port when it is 0.
     pub advertised_listener: Option<Listener>,
@@ -154,6 +125,8 @@ pub struct BrokerConfig {
     pub offsets_retention_ms: i64,
     /// `offsets.retention.check.interval.ms`
     pub offsets_retention_check_interval_ms: u64,
+    /// `process.roles`, the quorum, named listeners and the KRaft timeouts.
+    pub kraft: KraftConfig,
     /// Every key as given, for DescribeConfigs on the broker resource.
     pub given: BTreeMap<String, String>,
 }
@@ -233,6 +206,7 @@ impl BrokerConfig {
             offsets_retention_ms: 10_080 * 60_000,
             offsets_retention_check_interval_ms: 600_000,
             given: props.clone(),
+            kraft: KraftConfig::from_properties(&BTreeMap::new(), 1)?,
         };
         let mut roll_hours = None;
         let mut retention = (None, None, None);
@@ -243,8 +217,7 @@ impl BrokerConfig {
             let v = value.as_str();
             match k {
                 "node.id" | "broker.id" => c.node_id = at_least(k, parse_num(k, v)?, 0)?,
-                "listeners" => c.listener = Listener::parse(k, v)?,
-                "advertised.listeners" => c.advertised_listener = Some(Listener::parse(k, v)?),
+                _ if kraft_config::KEYS.contains(&k) => {}
                 "log.dirs" | "log.dir" => {
                     if k == "log.dir" && props.contains_key("log.dirs") {
                         continue;
@@ -367,6 +340,17 @@ impl BrokerConfig {
                 _ => return Err(ConfigError::UnknownKey(key.clone())),
             }
         }
+        if props.contains_key("process.roles") && !props.contains_key("node.id") {
+            return Err(ConfigError::InvalidValue {
+                key: "node.id".to_string(),
+                value: String::new(),
+                reason: "Missing required configuration \"node.id\" which has no default value (process.roles is set)".to_string(),
+            });
+        }
+        c.kraft = KraftConfig::from_properties(props, c.node_id)?;
+        let client = c.kraft.client_listener().expect("validated").clone();
+        c.advertised_listener = c.kraft.advertised(&client.name).cloned();
+        c.listener = client.listener;
         if let Some(hours) = roll_hours.filter(|_| !props.contains_key("log.roll.ms")) {
             c.log_defaults.segment_ms = hours * 3_600_000;
         }

@@ -19,6 +19,12 @@ pub enum BrokerError {
     Config(#[from] ConfigError),
     #[error("corrupt metadata: {0}")]
     Corrupt(String),
+    /// The storage directories' identity (`meta.properties`) does not fit the node.
+    #[error(transparent)]
+    Identity(#[from] crate::meta_properties::MetaPropertiesError),
+    /// The configuration asks for something this build cannot run yet.
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 /// A Kafka error code and the message that goes with it in responses that carry one.

@@ -10,15 +10,18 @@ pub mod connection;
 pub mod error;
 pub mod group;
 pub mod handlers;
+pub mod kraft_config;
 pub mod log_dir_workers;
 pub mod log_manager;
 pub mod memory;
+pub mod meta_properties;
 pub mod open_files_limit;
 pub mod partition;
 pub mod producer_id_manager;
 pub mod properties;
 pub mod server;
 pub mod state;
+pub mod storage_cli;
 pub mod topic;
 pub mod topic_config;
 

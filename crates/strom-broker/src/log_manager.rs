@@ -81,7 +81,19 @@ impl LogManager {
             });
             clean &= had_marker || !has_data;
         }
-        let cluster_id = Self::load_cluster_id(&config.log_dirs[0], config.node_id)?;
+        let mut identity_dirs = config.log_dirs.clone();
+        identity_dirs.extend(
+            config
+                .kraft
+                .metadata_log_dir
+                .clone()
+                .filter(|d| !config.log_dirs.contains(d)),
+        );
+        let cluster_id = crate::meta_properties::load(
+            &identity_dirs,
+            config.node_id,
+            config.kraft.roles.is_none(),
+        )?;
         let manager = Self {
             dirs: config.log_dirs.clone(),
             defaults: config.log_defaults.clone(),
@@ -218,22 +230,6 @@ impl LogManager {
             }
         }
         Ok(())
-    }
-
-    /// Reads the cluster id from `meta.properties`, creating the file on first start.
-    fn load_cluster_id(dir: &Path, node_id: i32) -> Result<String, BrokerError> {
-        let path = dir.join(META_PROPERTIES);
-        if let Ok(text) = fs::read_to_string(&path) {
-            if let Some(id) = crate::properties::parse(&text).remove("cluster.id") {
-                return Ok(id);
-            }
-        }
-        let id = Uuid::new_v4().simple().to_string()[..22].to_string();
-        fs::write(
-            &path,
-            format!("version=1\ncluster.id={id}\nnode.id={node_id}\n"),
-        )?;
-        Ok(id)
     }
 
     pub fn cluster_id(&self) -> &str {

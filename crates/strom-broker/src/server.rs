@@ -36,6 +36,9 @@ impl Broker {
 
     /// Opens the logs, binds the listener and starts serving.
     pub async fn start(self) -> Result<RunningBroker, BrokerError> {
+        if let Some(reason) = self.config.kraft.unsupported(self.config.node_id) {
+            return Err(BrokerError::Unsupported(reason));
+        }
         let config = self.config.clone();
         let logs = tokio::task::spawn_blocking(move || LogManager::open(&config))
             .await

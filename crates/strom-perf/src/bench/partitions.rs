@@ -418,6 +418,9 @@ impl BrokerProcess {
     }
 }
 
+/// One printed row: its label and how to read it from a run's figures.
+type Row = (&'static str, fn(&Figures) -> f64);
+
 impl Drop for BrokerProcess {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -440,7 +443,7 @@ fn print_summary(args: &Args, runs: &[Figures]) {
         args.segments,
         runs.len()
     );
-    let rows: [(&str, fn(&Figures) -> f64); 16] = [
+    let rows: [Row; 16] = [
         ("create topics (s)", |f| f.create_s),
         ("descriptors at rest", |f| f.descriptors_at_rest as f64),
         ("RSS at rest (MB)", |f| f.rss_mb_at_rest),

@@ -1,0 +1,491 @@
+//! Kafka's KRaft configuration: `process.roles`, the static quorum
+//! (`controller.quorum.voters`), named listeners with `listener.security.protocol.map`,
+//! `controller.listener.names`, `inter.broker.listener.name`, and the lifecycle and
+//! quorum timeouts — with Kafka's defaults and the checks `KafkaConfig` makes, each
+//! error naming its key.
+//!
+//! What runs today: a node without `process.roles` is a standalone combined node (as
+//! before), and a `broker,controller` node whose quorum is itself alone — Kafka's own
+//! single-node quickstart configuration — runs as that same combined node. A quorum of
+//! several voters needs the metadata quorum, which this build refuses with a clear
+//! message until it exists.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use crate::config::{ConfigError, Listener};
+
+/// The keys this module reads; `BrokerConfig` skips them.
+pub const KEYS: &[&str] = &[
+    "process.roles",
+    "controller.quorum.voters",
+    "controller.quorum.bootstrap.servers",
+    "controller.listener.names",
+    "listeners",
+    "advertised.listeners",
+    "listener.security.protocol.map",
+    "inter.broker.listener.name",
+    "security.inter.broker.protocol",
+    "broker.heartbeat.interval.ms",
+    "broker.session.timeout.ms",
+    "initial.broker.registration.timeout.ms",
+    "metadata.log.dir",
+    "controller.quorum.election.timeout.ms",
+    "controller.quorum.fetch.timeout.ms",
+    "default.replication.factor",
+];
+
+/// Kafka's default `listener.security.protocol.map`.
+const DEFAULT_PROTOCOL_MAP: &str =
+    "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT";
+
+/// What a node does (`process.roles`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Roles {
+    pub broker: bool,
+    pub controller: bool,
+}
+
+/// One voter of the static quorum, `id@host:port`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Voter {
+    pub id: i32,
+    pub host: String,
+    pub port: u16,
+}
+
+/// One entry of `listeners` / `advertised.listeners`: `NAME://host:port`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamedListener {
+    pub name: String,
+    pub listener: Listener,
+}
+
+/// The KRaft part of a node's configuration.
+#[derive(Debug, Clone)]
+pub struct KraftConfig {
+    /// `None`: a standalone node, formatted on first start.
+    pub roles: Option<Roles>,
+    pub voters: Vec<Voter>,
+    pub controller_listener_names: Vec<String>,
+    pub listeners: Vec<NamedListener>,
+    pub advertised_listeners: Vec<NamedListener>,
+    /// `inter.broker.listener.name` (default: the listener of security protocol PLAINTEXT).
+    pub inter_broker_listener_name: String,
+    pub broker_heartbeat_interval_ms: u64,
+    pub broker_session_timeout_ms: u64,
+    pub initial_broker_registration_timeout_ms: u64,
+    /// `metadata.log.dir`; the first of `log.dirs` when unset.
+    pub metadata_log_dir: Option<PathBuf>,
+    pub election_timeout_ms: u64,
+    pub fetch_timeout_ms: u64,
+    pub default_replication_factor: i16,
+}
+
+fn invalid(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::InvalidValue {
+        key: key.to_string(),
+        value: value.to_string(),
+        reason: reason.into(),
+    }
+}
+
+fn list(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+fn number<T: std::str::FromStr + PartialOrd + std::fmt::Display>(
+    props: &BTreeMap<String, String>,
+    key: &str,
+    default: T,
+    min: T,
+) -> Result<T, ConfigError> {
+    let Some(v) = props.get(key) else {
+        return Ok(default);
+    };
+    let n: T = v
+        .trim()
+        .parse()
+        .map_err(|_| invalid(key, v, "not a valid number"))?;
+    if n < min {
+        return Err(invalid(key, v, format!("Value must be at least {min}")));
+    }
+    Ok(n)
+}
+
+/// Parses `NAME://host:port,...`.
+fn parse_listeners(key: &str, value: &str) -> Result<Vec<NamedListener>, ConfigError> {
+    let mut out: Vec<NamedListener> = Vec::new();
+    for entry in list(value) {
+        let (name, address) = entry
+            .split_once("://")
+            .ok_or_else(|| invalid(key, value, "expected NAME://host:port"))?;
+        let (host, port) = address
+            .rsplit_once(':')
+            .ok_or_else(|| invalid(key, value, "expected NAME://host:port"))?;
+        let port = port
+            .parse()
+            .map_err(|_| invalid(key, value, format!("invalid port in {entry}")))?;
+        if out.iter().any(|l| l.name == name) {
+            return Err(invalid(
+                key,
+                value,
+                format!("each listener must have a different name, {name} is repeated"),
+            ));
+        }
+        out.push(NamedListener {
+            name: name.to_string(),
+            listener: Listener {
+                host: host.trim_matches(['[', ']']).to_string(),
+                port,
+            },
+        });
+    }
+    Ok(out)
+}
+
+/// Parses `controller.quorum.voters`: `id@host:port,...`.
+fn parse_voters(value: &str) -> Result<Vec<Voter>, ConfigError> {
+    let key = "controller.quorum.voters";
+    list(value)
+        .into_iter()
+        .map(|entry| {
+            let bad = || {
+                invalid(
+                    key,
+                    value,
+                    format!("Failed to parse {entry}: expected id@host:port"),
+                )
+            };
+            let (id, address) = entry.split_once('@').ok_or_else(bad)?;
+            let (host, port) = address.rsplit_once(':').ok_or_else(bad)?;
+            Ok(Voter {
+                id: id.parse().map_err(|_| bad())?,
+                host: host.to_string(),
+                port: port.parse().map_err(|_| bad())?,
+            })
+        })
+        .collect()
+}
+
+impl KraftConfig {
+    /// Reads and checks the KRaft keys of `props` for node `node_id`.
+    pub fn from_properties(
+        props: &BTreeMap<String, String>,
+        node_id: i32,
+    ) -> Result<Self, ConfigError> {
+        let get = |k: &str| props.get(k).map(String::as_str);
+        let roles = match get("process.roles") {
+            None => None,
+            Some(v) => {
+                let parts = list(v);
+                let mut roles = Roles {
+                    broker: false,
+                    controller: false,
+                };
+                for p in &parts {
+                    match p.as_str() {
+                        "broker" => roles.broker = true,
+                        "controller" => roles.controller = true,
+                        _ => {
+                            return Err(invalid(
+                                "process.roles",
+                                v,
+                                format!(
+                                "Unknown process role '{p}' (must be broker, controller or both)"
+                            ),
+                            ))
+                        }
+                    }
+                }
+                if parts.is_empty() {
+                    return Err(invalid(
+                        "process.roles",
+                        v,
+                        "must contain broker, controller or both",
+                    ));
+                }
+                Some(roles)
+            }
+        };
+        let voters = parse_voters(get("controller.quorum.voters").unwrap_or(""))?;
+        let controller_listener_names = list(get("controller.listener.names").unwrap_or(""));
+        let listeners = parse_listeners(
+            "listeners",
+            get("listeners").unwrap_or("PLAINTEXT://127.0.0.1:9092"),
+        )?;
+        let advertised_listeners = match get("advertised.listeners") {
+            Some(v) => parse_listeners("advertised.listeners", v)?,
+            None => Vec::new(),
+        };
+        let map_value = get("listener.security.protocol.map").unwrap_or(DEFAULT_PROTOCOL_MAP);
+        let mut protocol_map = BTreeMap::new();
+        for pair in list(map_value) {
+            let (name, protocol) = pair.split_once(':').ok_or_else(|| {
+                invalid(
+                    "listener.security.protocol.map",
+                    map_value,
+                    "expected NAME:PROTOCOL pairs",
+                )
+            })?;
+            protocol_map.insert(name.to_string(), protocol.to_string());
+        }
+        for l in &listeners {
+            let protocol = protocol_map.get(&l.name).ok_or_else(|| {
+                invalid(
+                    "listener.security.protocol.map",
+                    map_value,
+                    format!("No security protocol defined for listener {}", l.name),
+                )
+            })?;
+            if protocol != "PLAINTEXT" {
+                return Err(invalid(
+                    "listeners",
+                    get("listeners").unwrap_or(""),
+                    format!("listener {} uses {protocol}: strom supports only the PLAINTEXT security protocol yet", l.name),
+                ));
+            }
+        }
+        let inter_broker_listener_name = match get("inter.broker.listener.name") {
+            Some(n) => n.to_string(),
+            None => protocol_map
+                .iter()
+                .find(|(name, p)| *p == "PLAINTEXT" && !controller_listener_names.contains(name))
+                .map_or_else(|| "PLAINTEXT".to_string(), |(name, _)| name.clone()),
+        };
+        let config = Self {
+            roles,
+            voters,
+            controller_listener_names,
+            listeners,
+            advertised_listeners,
+            inter_broker_listener_name,
+            broker_heartbeat_interval_ms: number(props, "broker.heartbeat.interval.ms", 2000, 1)?,
+            broker_session_timeout_ms: number(props, "broker.session.timeout.ms", 9000, 1)?,
+            initial_broker_registration_timeout_ms: number(
+                props,
+                "initial.broker.registration.timeout.ms",
+                60_000,
+                1,
+            )?,
+            metadata_log_dir: get("metadata.log.dir").map(PathBuf::from),
+            election_timeout_ms: number(props, "controller.quorum.election.timeout.ms", 1000, 0)?,
+            fetch_timeout_ms: number(props, "controller.quorum.fetch.timeout.ms", 2000, 0)?,
+            default_replication_factor: number(props, "default.replication.factor", 1, 1)?,
+        };
+        config.validate(node_id)?;
+        Ok(config)
+    }
+
+    /// The cross-key checks of Kafka's `KafkaConfig` for KRaft nodes.
+    fn validate(&self, node_id: i32) -> Result<(), ConfigError> {
+        if self.client_listener().is_none() {
+            return Err(invalid(
+                "listeners",
+                "",
+                "a broker needs a listener that is not a controller listener",
+            ));
+        }
+        let Some(roles) = self.roles else {
+            return Ok(());
+        };
+        let voters_value = self
+            .voters
+            .iter()
+            .map(|v| format!("{}@{}:{}", v.id, v.host, v.port))
+            .collect::<Vec<_>>()
+            .join(",");
+        if self.controller_listener_names.is_empty() {
+            return Err(invalid(
+                "controller.listener.names",
+                "",
+                "must not be empty when running in KRaft mode",
+            ));
+        }
+        if self.voters.is_empty() {
+            return Err(invalid(
+                "controller.quorum.voters",
+                "",
+                "must list the quorum's voters (id@host:port) when process.roles is set",
+            ));
+        }
+        let is_voter = self.voters.iter().any(|v| v.id == node_id);
+        if roles.controller && !is_voter {
+            return Err(invalid("controller.quorum.voters", &voters_value, format!("If process.roles contains the 'controller' role, the node id {node_id} must be included in the set of voters")));
+        }
+        if !roles.controller && is_voter {
+            return Err(invalid("controller.quorum.voters", &voters_value, format!("If process.roles contains just the 'broker' role, the node id {node_id} must not be included in the set of voters")));
+        }
+        let has_controller_listener = self
+            .listeners
+            .iter()
+            .any(|l| self.controller_listener_names.contains(&l.name));
+        if roles.controller && !has_controller_listener {
+            return Err(invalid("controller.listener.names", &self.controller_listener_names.join(","), "must contain at least one value appearing in the 'listeners' configuration when running the KRaft controller role"));
+        }
+        if self
+            .controller_listener_names
+            .contains(&self.inter_broker_listener_name)
+        {
+            return Err(invalid(
+                "inter.broker.listener.name",
+                &self.inter_broker_listener_name,
+                "must not be a controller listener",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The first listener clients use (not a controller listener).
+    pub fn client_listener(&self) -> Option<&NamedListener> {
+        self.listeners
+            .iter()
+            .find(|l| !self.controller_listener_names.contains(&l.name))
+    }
+
+    /// The address advertised for the listener `name`, if `advertised.listeners` names it.
+    pub fn advertised(&self, name: &str) -> Option<&Listener> {
+        self.advertised_listeners
+            .iter()
+            .find(|l| l.name == name)
+            .map(|l| &l.listener)
+    }
+
+    /// Why this build cannot run the configured node, if it cannot: only a standalone
+    /// node or a combined node that is its quorum's only voter run until the metadata
+    /// quorum exists.
+    pub fn unsupported(&self, node_id: i32) -> Option<String> {
+        let roles = self.roles?;
+        if roles.broker
+            && roles.controller
+            && self.voters.len() == 1
+            && self.voters[0].id == node_id
+        {
+            return None;
+        }
+        Some(format!(
+            "process.roles={}{}{} with controller.quorum.voters of {} voter(s) needs the KRaft metadata quorum, which this build of strom does not have yet; run a combined node that is its only voter (process.roles=broker,controller, controller.quorum.voters={node_id}@host:port) or a standalone node (no process.roles)",
+            if roles.broker { "broker" } else { "" },
+            if roles.broker && roles.controller { "," } else { "" },
+            if roles.controller { "controller" } else { "" },
+            self.voters.len()
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// Kafka's `config/kraft/server.properties` for a single combined node.
+    fn quickstart() -> Vec<(&'static str, &'static str)> {
+        vec![
+            ("process.roles", "broker,controller"),
+            ("controller.quorum.voters", "1@localhost:9093"),
+            ("listeners", "PLAINTEXT://:9092,CONTROLLER://:9093"),
+            ("advertised.listeners", "PLAINTEXT://localhost:9092"),
+            ("controller.listener.names", "CONTROLLER"),
+            ("inter.broker.listener.name", "PLAINTEXT"),
+            (
+                "listener.security.protocol.map",
+                "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL",
+            ),
+        ]
+    }
+
+    #[test]
+    fn kafkas_quickstart_configuration_runs_as_a_combined_node() {
+        let c = KraftConfig::from_properties(&props(&quickstart()), 1).unwrap();
+        assert_eq!(
+            c.roles,
+            Some(Roles {
+                broker: true,
+                controller: true
+            })
+        );
+        assert_eq!(c.client_listener().unwrap().name, "PLAINTEXT");
+        assert_eq!(c.client_listener().unwrap().listener.port, 9092);
+        assert_eq!(c.advertised("PLAINTEXT").unwrap().host, "localhost");
+        assert_eq!(c.broker_session_timeout_ms, 9000);
+        assert_eq!(c.broker_heartbeat_interval_ms, 2000);
+        assert_eq!(c.election_timeout_ms, 1000);
+        assert_eq!(c.fetch_timeout_ms, 2000);
+        assert!(c.unsupported(1).is_none());
+    }
+
+    #[test]
+    fn a_quorum_of_several_voters_is_refused_until_it_exists() {
+        let mut p = quickstart();
+        p[1] = ("controller.quorum.voters", "1@h1:9093,2@h2:9093,3@h3:9093");
+        let c = KraftConfig::from_properties(&props(&p), 1).unwrap();
+        assert!(c.unsupported(1).unwrap().contains("metadata quorum"));
+    }
+
+    #[test]
+    fn kafkas_cross_checks_name_the_key() {
+        let cases: Vec<(Vec<(&str, &str)>, i32, &str)> = vec![
+            (
+                vec![("controller.listener.names", "")],
+                1,
+                "controller.listener.names",
+            ),
+            (
+                vec![("controller.quorum.voters", "2@h:9093")],
+                1,
+                "controller.quorum.voters",
+            ),
+            (
+                vec![("controller.quorum.voters", "1-h:9093")],
+                1,
+                "controller.quorum.voters",
+            ),
+            (vec![("process.roles", "broker,router")], 1, "process.roles"),
+            (
+                vec![("listener.security.protocol.map", "PLAINTEXT:PLAINTEXT")],
+                1,
+                "listener.security.protocol.map",
+            ),
+            (
+                vec![(
+                    "listener.security.protocol.map",
+                    "CONTROLLER:PLAINTEXT,PLAINTEXT:SSL",
+                )],
+                1,
+                "listeners",
+            ),
+            (
+                vec![("broker.session.timeout.ms", "0")],
+                1,
+                "broker.session.timeout.ms",
+            ),
+        ];
+        for (overrides, node, key) in cases {
+            let mut map = props(&quickstart());
+            for (k, v) in overrides {
+                map.insert(k.to_string(), v.to_string());
+            }
+            let err = KraftConfig::from_properties(&map, node).unwrap_err();
+            assert!(err.to_string().contains(key), "{key}: {err}");
+        }
+    }
+
+    #[test]
+    fn without_process_roles_the_node_is_standalone() {
+        let c = KraftConfig::from_properties(&BTreeMap::new(), 1).unwrap();
+        assert!(c.roles.is_none());
+        assert!(c.unsupported(1).is_none());
+        assert_eq!(c.client_listener().unwrap().listener.port, 9092);
+    }
+}

@@ -1,0 +1,192 @@
+//! KRaft configuration and storage identity against the real binary: `strom storage
+//! random-uuid` and `format`, a node with `process.roles` that starts only on formatted
+//! directories of its cluster, Kafka's single-node quickstart configuration, and the
+//! configurations this build refuses with a message naming the key or the missing part.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::raw::Conn;
+use common::{run_server_expecting_exit, StromBroker};
+use kafka_protocol::messages::{ApiKey, MetadataRequest, MetadataResponse};
+
+fn strom(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_strom"))
+        .args(args)
+        .output()
+        .expect("run strom");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Kafka's `config/kraft/server.properties` for one combined node, on free ports.
+fn quickstart(logs: &Path) -> Vec<String> {
+    [
+        "process.roles=broker,controller",
+        "node.id=1",
+        "controller.quorum.voters=1@127.0.0.1:19093",
+        "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:19093",
+        "controller.listener.names=CONTROLLER",
+        "inter.broker.listener.name=PLAINTEXT",
+        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([format!("log.dirs={}", logs.display())])
+    .collect()
+}
+
+fn write_config(path: &Path, lines: &[String]) {
+    std::fs::write(path, lines.join("\n")).unwrap();
+}
+
+fn as_overrides(lines: &[String]) -> Vec<String> {
+    lines
+        .iter()
+        .flat_map(|l| ["--override".to_string(), l.clone()])
+        .collect()
+}
+
+#[test]
+fn random_uuid_prints_a_kafka_cluster_id() {
+    let (ok, out, _) = strom(&["storage", "random-uuid"]);
+    assert!(ok);
+    let id = out.trim();
+    assert_eq!(id.len(), 22, "{id}");
+    assert!(id
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
+}
+
+#[test]
+fn a_formatted_quickstart_node_starts_and_serves_its_cluster_id() {
+    let root = tempfile::tempdir().unwrap();
+    let logs = root.path().join("kraft-combined-logs");
+    let config = root.path().join("server.properties");
+    write_config(&config, &quickstart(&logs));
+    let (ok, out, err) = strom(&[
+        "storage",
+        "format",
+        "--cluster-id",
+        "MkU3OEVBNTcwNTJENDM2Qk",
+        "--config",
+        config.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("Formatting"), "{out}");
+    let meta = std::fs::read_to_string(logs.join("meta.properties")).unwrap();
+    for field in [
+        "version=1",
+        "cluster.id=MkU3OEVBNTcwNTJENDM2Qk",
+        "node.id=1",
+        "directory.id=",
+    ] {
+        assert!(
+            meta.contains(field),
+            "meta.properties lacks {field}:\n{meta}"
+        );
+    }
+    // Formatting again is refused, unless told to skip formatted directories.
+    let (ok, _, err) = strom(&[
+        "storage",
+        "format",
+        "--cluster-id",
+        "x",
+        "--config",
+        config.to_str().unwrap(),
+    ]);
+    assert!(!ok && err.contains("already formatted"), "{err}");
+
+    let overrides: Vec<String> = quickstart(&logs);
+    let refs: Vec<&str> = overrides.iter().map(String::as_str).collect();
+    let broker = StromBroker::start(&refs);
+    let metadata: MetadataResponse =
+        Conn::open(&broker).call(ApiKey::Metadata, 9, &MetadataRequest::default());
+    assert_eq!(
+        metadata.cluster_id.map(|c| c.to_string()).as_deref(),
+        Some("MkU3OEVBNTcwNTJENDM2Qk")
+    );
+}
+
+#[test]
+fn a_kraft_node_refuses_unformatted_and_foreign_directories() {
+    let root = tempfile::tempdir().unwrap();
+    let logs = root.path().join("logs");
+    let args = as_overrides(&quickstart(&logs));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (status, err) = run_server_expecting_exit(&refs);
+    assert!(!status.success());
+    assert!(err.contains("strom storage format"), "{err}");
+
+    // A directory of another cluster beside one of this node's.
+    let other = root.path().join("other");
+    let config = root.path().join("server.properties");
+    let mut lines = quickstart(&logs);
+    write_config(&config, &lines);
+    assert!(
+        strom(&[
+            "storage",
+            "format",
+            "--cluster-id",
+            "AAAAAAAAAAAAAAAAAAAAAA",
+            "--config",
+            config.to_str().unwrap()
+        ])
+        .0
+    );
+    *lines.last_mut().unwrap() = format!("log.dirs={}", other.display());
+    write_config(&config, &lines);
+    assert!(
+        strom(&[
+            "storage",
+            "format",
+            "--cluster-id",
+            "BBBBBBBBBBBBBBBBBBBBBB",
+            "--config",
+            config.to_str().unwrap()
+        ])
+        .0
+    );
+    *lines.last_mut().unwrap() = format!("log.dirs={},{}", logs.display(), other.display());
+    let args = as_overrides(&lines);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (status, err) = run_server_expecting_exit(&refs);
+    assert!(!status.success());
+    assert!(err.contains("invalid cluster.id"), "{err}");
+}
+
+#[test]
+fn configurations_this_build_cannot_run_are_refused_with_the_reason() {
+    let root = tempfile::tempdir().unwrap();
+    let logs = root.path().join("logs");
+    let cases: Vec<(&str, &str)> = vec![
+        (
+            "controller.quorum.voters=1@h1:9093,2@h2:9093,3@h3:9093",
+            "metadata quorum",
+        ),
+        ("controller.listener.names=", "controller.listener.names"),
+        (
+            "controller.quorum.voters=2@h:9093",
+            "controller.quorum.voters",
+        ),
+        ("process.roles=broker,router", "process.roles"),
+        (
+            "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:19093,SSL://127.0.0.1:0",
+            "listener.security.protocol.map",
+        ),
+    ];
+    for (change, expected) in cases {
+        let mut lines = quickstart(&logs);
+        lines.push(change.to_string());
+        let args = as_overrides(&lines);
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (status, err) = run_server_expecting_exit(&refs);
+        assert!(!status.success(), "{change} started");
+        assert!(err.contains(expected), "{change}: {err}");
+    }
+}
