@@ -406,12 +406,7 @@ impl BrokerConfig {
 mod tests {
     use super::*;
 
-    fn props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::properties::from_pairs as props;
 
     #[test]
     fn defaults_follow_kafka() {

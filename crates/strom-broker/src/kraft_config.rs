@@ -382,12 +382,7 @@ impl KraftConfig {
 mod tests {
     use super::*;
 
-    fn props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::properties::from_pairs as props;
 
     /// Kafka's `config/kraft/server.properties` for a single combined node.
     fn quickstart() -> Vec<(&'static str, &'static str)> {

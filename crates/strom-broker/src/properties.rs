@@ -3,6 +3,15 @@
 
 use std::collections::BTreeMap;
 
+/// Properties from `(key, value)` pairs (tests build configurations this way).
+#[cfg(test)]
+pub fn from_pairs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 /// Parses properties text into an ordered map; later keys win, as in Java.
 pub fn parse(text: &str) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
