@@ -13,7 +13,9 @@ use tokio::time::Instant;
 use crate::group::{CoordinatorConfig, GroupCoordinator};
 use crate::log_manager::LogManager;
 use crate::memory::{MemoryTrimmer, TRIM_CHECK_INTERVAL_MS};
+use crate::metadata_cache::MetadataCache;
 use crate::producer_id_manager::ProducerIdManager;
+use crate::standalone_controller;
 use crate::{connection, now_ms, BrokerConfig, BrokerError, BrokerState};
 
 /// A broker ready to start.
@@ -57,9 +59,16 @@ impl Broker {
         )?;
         let listener = TcpListener::bind(self.config.listener.bind_address()).await?;
         let local_addr = listener.local_addr()?;
+        let advertised = self.config.advertised(local_addr);
+        let metadata = MetadataCache::new(standalone_controller::initial_image(
+            &self.config,
+            &advertised,
+            &logs,
+        ));
         let state = Arc::new(BrokerState {
-            advertised: self.config.advertised(local_addr),
+            advertised,
             config: self.config,
+            metadata,
             logs,
             producer_ids,
             groups,

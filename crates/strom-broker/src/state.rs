@@ -5,6 +5,7 @@ use crate::config::{BrokerConfig, Listener};
 use crate::group::GroupCoordinator;
 use crate::log_manager::LogManager;
 use crate::memory::MemoryTrimmer;
+use crate::metadata_cache::MetadataCache;
 use crate::producer_id_manager::ProducerIdManager;
 
 /// Shared broker state, one per running broker.
@@ -17,6 +18,8 @@ pub struct BrokerState {
     pub producer_ids: ProducerIdManager,
     pub groups: GroupCoordinator,
     pub memory: MemoryTrimmer,
+    /// The cluster as Metadata, DescribeCluster and FindCoordinator describe it.
+    pub metadata: MetadataCache,
 }
 
 impl BrokerState {

@@ -33,10 +33,6 @@ impl Topic {
         self.partitions.read().len() as i32
     }
 
-    pub fn is_internal(&self) -> bool {
-        self.name.starts_with("__")
-    }
-
     /// What is persisted of this topic.
     pub fn record(&self) -> TopicRecord {
         TopicRecord {

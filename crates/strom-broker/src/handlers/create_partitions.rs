@@ -5,6 +5,7 @@ use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse
 use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
+use crate::standalone_controller;
 
 pub fn handle(ctx: &RequestContext<'_>, req: CreatePartitionsRequest) -> CreatePartitionsResponse {
     let results = req
@@ -12,11 +13,12 @@ pub fn handle(ctx: &RequestContext<'_>, req: CreatePartitionsRequest) -> CreateP
         .into_iter()
         .map(|t| {
             let result = CreatePartitionsTopicResult::default().with_name(t.name.clone());
-            match ctx
-                .state
-                .logs
-                .create_partitions(&t.name, t.count, req.validate_only)
-            {
+            match standalone_controller::create_partitions(
+                ctx.state,
+                &t.name,
+                t.count,
+                req.validate_only,
+            ) {
                 Ok(()) => result,
                 Err(e) => result
                     .with_error_code(e.code())

@@ -12,7 +12,7 @@ use kafka_protocol::ResponseError;
 
 use super::config_resource::topic_configs;
 use super::RequestContext;
-use crate::ApiError;
+use crate::{standalone_controller, ApiError};
 
 /// CreateTopics responses describe the created topic's configs from v5.
 const CONFIGS_SINCE: i16 = 5;
@@ -50,9 +50,13 @@ pub fn handle(ctx: &RequestContext<'_>, req: CreateTopicsRequest) -> CreateTopic
                     ),
                 ))
             } else {
-                state
-                    .logs
-                    .create_topic(&t.name, partitions, configs, req.validate_only)
+                standalone_controller::create_topic(
+                    state,
+                    &t.name,
+                    partitions,
+                    configs,
+                    req.validate_only,
+                )
             };
             match outcome {
                 Ok(topic) => {

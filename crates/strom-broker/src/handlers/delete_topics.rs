@@ -7,7 +7,7 @@ use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
 use super::RequestContext;
-use crate::ApiError;
+use crate::{standalone_controller, ApiError};
 
 pub fn handle(ctx: &RequestContext<'_>, req: DeleteTopicsRequest) -> DeleteTopicsResponse {
     let logs = &ctx.state.logs;
@@ -26,7 +26,7 @@ pub fn handle(ctx: &RequestContext<'_>, req: DeleteTopicsRequest) -> DeleteTopic
             });
             let result = DeletableTopicResult::default().with_name(name.clone());
             let outcome = match &name {
-                Some(n) => logs.delete_topic(n),
+                Some(n) => standalone_controller::delete_topic(ctx.state, n),
                 None => Err(ApiError::new(
                     ResponseError::UnknownTopicId,
                     "unknown topic id",

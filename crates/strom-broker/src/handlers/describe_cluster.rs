@@ -1,5 +1,5 @@
-//! DescribeCluster: the cluster id, the controller and the brokers (AdminClient's
-//! `describeCluster`).
+//! DescribeCluster: the cluster id, the controller and the live brokers of the metadata
+//! image (AdminClient's `describeCluster`).
 
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
@@ -8,15 +8,24 @@ use kafka_protocol::protocol::StrBytes;
 use super::{authorized_operations, RequestContext};
 
 pub fn handle(ctx: &RequestContext<'_>, req: DescribeClusterRequest) -> DescribeClusterResponse {
-    let state = ctx.state;
-    let broker = DescribeClusterBroker::default()
-        .with_broker_id(BrokerId(state.node_id()))
-        .with_host(StrBytes::from_string(state.advertised.host.clone()))
-        .with_port(state.advertised.port as i32);
+    let image = ctx.state.metadata.image();
+    let brokers = image
+        .live_brokers()
+        .filter_map(|b| {
+            let endpoint = b.endpoint(ctx.listener)?;
+            Some(
+                DescribeClusterBroker::default()
+                    .with_broker_id(BrokerId(b.id.0))
+                    .with_host(StrBytes::from_string(endpoint.host.clone()))
+                    .with_port(i32::from(endpoint.port))
+                    .with_rack(b.rack.clone().map(StrBytes::from_string)),
+            )
+        })
+        .collect();
     DescribeClusterResponse::default()
-        .with_cluster_id(StrBytes::from_string(state.logs.cluster_id().to_string()))
-        .with_controller_id(BrokerId(state.node_id()))
-        .with_brokers(vec![broker])
+        .with_cluster_id(StrBytes::from_string(image.cluster_id.clone()))
+        .with_controller_id(BrokerId(image.controller_id))
+        .with_brokers(brokers)
         .with_cluster_authorized_operations(authorized_operations::answer(
             req.include_cluster_authorized_operations,
             authorized_operations::CLUSTER,

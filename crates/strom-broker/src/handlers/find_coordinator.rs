@@ -21,8 +21,17 @@ const KEY_TYPE_TRANSACTION: i8 = 1;
 fn locate(ctx: &RequestContext<'_>, key_type: i8) -> Result<(i32, String, i32), ResponseError> {
     match key_type {
         KEY_TYPE_GROUP => {
-            let a = &ctx.state.advertised;
-            Ok((ctx.state.node_id(), a.host.clone(), i32::from(a.port)))
+            // Every group is coordinated by this broker until the offsets topic is
+            // partitioned over a cluster; its endpoint comes from the image.
+            let image = ctx.state.metadata.image();
+            let node = ctx.state.node_id();
+            image
+                .brokers
+                .get(&strom_metadata::BrokerId(node))
+                .filter(|b| !b.fenced)
+                .and_then(|b| b.endpoint(ctx.listener))
+                .map(|e| (node, e.host.clone(), i32::from(e.port)))
+                .ok_or(ResponseError::CoordinatorNotAvailable)
         }
         KEY_TYPE_TRANSACTION => Err(ResponseError::TransactionalIdAuthorizationFailed),
         _ => Err(ResponseError::InvalidRequest),

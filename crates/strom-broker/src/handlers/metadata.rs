@@ -1,6 +1,7 @@
-//! Metadata: brokers, controller and topics with their partitions. Unknown topics are
-//! created here when the client allows it and `auto.create.topics.enable` is set, as
-//! Kafka does.
+//! Metadata: brokers, controller and topics with their partitions, read from the
+//! metadata image (each broker's endpoint for the listener the request came in on).
+//! Unknown topics are created here when the client allows it and
+//! `auto.create.topics.enable` is set, as Kafka does.
 
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
@@ -10,16 +11,11 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::{authorized_operations, RequestContext};
-use crate::topic::Topic;
+use crate::standalone_controller;
+use strom_metadata::TopicImage;
 
 pub fn handle(ctx: &RequestContext<'_>, req: MetadataRequest) -> MetadataResponse {
     let state = ctx.state;
-    let node = state.node_id();
-    let logs = &state.logs;
-    let broker = MetadataResponseBroker::default()
-        .with_node_id(BrokerId(node))
-        .with_host(StrBytes::from_string(state.advertised.host.clone()))
-        .with_port(state.advertised.port as i32);
     let all = match &req.topics {
         None => true,
         Some(t) => t.is_empty() && ctx.version == 0,
@@ -28,34 +24,39 @@ pub fn handle(ctx: &RequestContext<'_>, req: MetadataRequest) -> MetadataRespons
         req.include_topic_authorized_operations,
         authorized_operations::TOPIC,
     );
-    let describe = |t: &Topic| describe(t, node).with_topic_authorized_operations(topic_operations);
+    let auto_create =
+        state.config.auto_create_topics && (ctx.version < 4 || req.allow_auto_topic_creation);
+    // Auto-create first, so the image read below holds the new topics.
+    if !all && auto_create {
+        for name in req.topics.iter().flatten().filter_map(|t| t.name.as_ref()) {
+            if state.metadata.image().topic(name).is_none() {
+                // A concurrent request may create it first: the image then has it anyway.
+                let _ = standalone_controller::create_topic(
+                    state,
+                    name,
+                    state.config.num_partitions,
+                    Default::default(),
+                    false,
+                );
+            }
+        }
+    }
+    let image = state.metadata.image();
+    let describe = |t: &TopicImage| describe(t).with_topic_authorized_operations(topic_operations);
     let topics = if all {
-        logs.topics().iter().map(|t| describe(t)).collect()
+        image.topics().map(|t| describe(t)).collect()
     } else {
-        let auto_create =
-            state.config.auto_create_topics && (ctx.version < 4 || req.allow_auto_topic_creation);
         req.topics
             .unwrap_or_default()
             .into_iter()
             .map(|requested| {
                 let by_id = requested.name.is_none() && !requested.topic_id.is_nil();
                 let found = match &requested.name {
-                    Some(name) if auto_create => logs.topic(name).or_else(|| {
-                        // A concurrent request may create it first: then look it up again.
-                        logs.create_topic(
-                            name,
-                            state.config.num_partitions,
-                            Default::default(),
-                            false,
-                        )
-                        .ok()
-                        .or_else(|| logs.topic(name))
-                    }),
-                    Some(name) => logs.topic(name),
-                    None => logs.topic_by_id(requested.topic_id),
+                    Some(name) => image.topic(name),
+                    None => image.topic_by_id(requested.topic_id),
                 };
                 match found {
-                    Some(topic) => describe(&topic),
+                    Some(topic) => describe(topic),
                     None => {
                         let error = match &requested.name {
                             Some(name) if crate::topic::validate_topic_name(name).is_err() => {
@@ -73,10 +74,23 @@ pub fn handle(ctx: &RequestContext<'_>, req: MetadataRequest) -> MetadataRespons
             })
             .collect()
     };
+    let brokers = image
+        .live_brokers()
+        .filter_map(|b| {
+            let endpoint = b.endpoint(ctx.listener)?;
+            Some(
+                MetadataResponseBroker::default()
+                    .with_node_id(BrokerId(b.id.0))
+                    .with_host(StrBytes::from_string(endpoint.host.clone()))
+                    .with_port(i32::from(endpoint.port))
+                    .with_rack(b.rack.clone().map(StrBytes::from_string)),
+            )
+        })
+        .collect();
     MetadataResponse::default()
-        .with_brokers(vec![broker])
-        .with_cluster_id(Some(StrBytes::from_string(logs.cluster_id().to_string())))
-        .with_controller_id(BrokerId(node))
+        .with_brokers(brokers)
+        .with_cluster_id(Some(StrBytes::from_string(image.cluster_id.clone())))
+        .with_controller_id(BrokerId(image.controller_id))
         .with_topics(topics)
         .with_cluster_authorized_operations(authorized_operations::answer(
             req.include_cluster_authorized_operations,
@@ -84,15 +98,19 @@ pub fn handle(ctx: &RequestContext<'_>, req: MetadataRequest) -> MetadataRespons
         ))
 }
 
-fn describe(topic: &Topic, node: i32) -> MetadataResponseTopic {
-    let partitions = (0..topic.partition_count())
-        .map(|p| {
+fn describe(topic: &TopicImage) -> MetadataResponseTopic {
+    let ids = |v: &[strom_metadata::BrokerId]| v.iter().map(|b| BrokerId(b.0)).collect();
+    let partitions = topic
+        .partitions
+        .iter()
+        .enumerate()
+        .map(|(p, registration)| {
             MetadataResponsePartition::default()
-                .with_partition_index(p)
-                .with_leader_id(BrokerId(node))
-                .with_leader_epoch(0)
-                .with_replica_nodes(vec![BrokerId(node)])
-                .with_isr_nodes(vec![BrokerId(node)])
+                .with_partition_index(p as i32)
+                .with_leader_id(BrokerId(registration.leader.0))
+                .with_leader_epoch(registration.leader_epoch.0)
+                .with_replica_nodes(ids(&registration.replicas))
+                .with_isr_nodes(ids(&registration.isr))
         })
         .collect();
     MetadataResponseTopic::default()

@@ -52,6 +52,9 @@ pub struct RequestContext<'a> {
     pub client_id: &'a str,
     /// The client's address as Kafka shows it in DescribeGroups (`/127.0.0.1`).
     pub client_host: String,
+    /// The listener the request came in on: brokers are described by their endpoint of
+    /// that listener, as Kafka does.
+    pub listener: &'a str,
 }
 
 /// Handles one request frame. `Ok(None)` means no response is sent (produce with
@@ -81,6 +84,11 @@ pub async fn handle(
         version,
         client_id,
         client_host: format!("/{}", peer.ip()),
+        listener: state
+            .config
+            .kraft
+            .client_listener()
+            .map_or("PLAINTEXT", |l| l.name.as_str()),
     };
     let key = prefix.api_key;
     let cid = request.header.correlation_id;
