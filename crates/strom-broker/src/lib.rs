@@ -20,6 +20,7 @@ pub mod open_files_limit;
 pub mod partition;
 pub mod producer_id_manager;
 pub mod properties;
+pub mod replica_manager;
 pub mod server;
 pub mod standalone_controller;
 pub mod state;

@@ -7,8 +7,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
+use bytes::Bytes;
 use parking_lot::Mutex;
 use strom_log::{AppendInfo, LogError, PartitionLog};
+use strom_wire::records::first_record_at_or_after;
 use tokio::sync::Notify;
 
 /// One topic partition and its log.
@@ -120,4 +122,91 @@ impl Partition {
     pub fn high_watermark(&self) -> i64 {
         self.with_log(|log| log.log_end_offset()).unwrap_or(-1)
     }
+
+    /// The leader epoch. A single replica is leader from the start and never changes,
+    /// so it is epoch 0 for as long as replication does not exist.
+    pub fn leader_epoch(&self) -> i32 {
+        0
+    }
+
+    /// Whole batches from `offset` for a consumer: at most `max_bytes` unless the first
+    /// batch alone is larger and `min_one_batch` (KIP-74), up to the high watermark, with
+    /// the partition's offsets as the Fetch response reports them (also beside an error,
+    /// such as an offset out of range; -1 while offline).
+    pub fn read(&self, offset: i64, max_bytes: usize, min_one_batch: bool) -> PartitionRead {
+        let read = self.with_log(|log| PartitionRead {
+            records: log
+                .read(offset, max_bytes, min_one_batch)
+                .map(|fetched| fetched.records),
+            high_watermark: log.log_end_offset(),
+            log_start_offset: log.log_start_offset(),
+        });
+        read.unwrap_or_else(|offline| PartitionRead {
+            records: Err(offline),
+            high_watermark: -1,
+            log_start_offset: -1,
+        })
+    }
+
+    /// The (offset, timestamp) ListOffsets answers for `timestamp`: the log end (-1,
+    /// LATEST), the log start (-2 EARLIEST, -4 EARLIEST_LOCAL), the record with the
+    /// largest timestamp (-3), or the first record at or after a timestamp; (-1, -1) when
+    /// no record matches (Kafka's `fetchOffsetForTimestamp`).
+    pub fn fetch_offset_for_timestamp(&self, timestamp: i64) -> Result<(i64, i64), LogError> {
+        self.try_with_log(|log| {
+            Ok(match timestamp {
+                LATEST => (log.log_end_offset(), -1),
+                EARLIEST | EARLIEST_LOCAL => (log.log_start_offset(), -1),
+                MAX_TIMESTAMP => match log.max_timestamp()? {
+                    Some((header, bytes)) => first_record_at_or_after(&bytes, header.max_timestamp)
+                        .unwrap_or((header.base_offset, header.max_timestamp)),
+                    None => (-1, -1),
+                },
+                t if t >= 0 => match log.batch_at_timestamp(t)? {
+                    Some((header, bytes)) => first_record_at_or_after(&bytes, t)
+                        .map(|(o, ts)| (o.max(log.log_start_offset()), ts))
+                        .unwrap_or((header.base_offset, header.max_timestamp)),
+                    None => (-1, -1),
+                },
+                _ => (-1, -1),
+            })
+        })
+    }
+
+    /// DeleteRecords: raises the log start offset to `offset` (-1: the high watermark)
+    /// and returns the new low watermark.
+    pub fn delete_records_before(&self, offset: i64, now_ms: i64) -> Result<i64, LogError> {
+        self.try_with_log(|log| {
+            let offset = if offset == -1 {
+                log.log_end_offset()
+            } else {
+                offset
+            };
+            log.delete_records_before(offset, now_ms)
+        })
+    }
+
+    /// OffsetForLeaderEpoch: the (epoch, end offset) of the largest epoch at most
+    /// `epoch`, or (-1, -1) before the first. With one epoch, every record is in it.
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
+        if epoch < 0 {
+            (-1, -1)
+        } else {
+            (self.leader_epoch(), self.high_watermark())
+        }
+    }
 }
+
+/// What a consumer's read of one partition returns.
+#[derive(Debug)]
+pub struct PartitionRead {
+    pub records: Result<Bytes, LogError>,
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+}
+
+/// ListOffsets' special timestamps.
+const LATEST: i64 = -1;
+const EARLIEST: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+const EARLIEST_LOCAL: i64 = -4;

@@ -10,7 +10,7 @@ use super::RequestContext;
 use crate::{standalone_controller, ApiError};
 
 pub fn handle(ctx: &RequestContext<'_>, req: DeleteTopicsRequest) -> DeleteTopicsResponse {
-    let logs = &ctx.state.logs;
+    let image = ctx.state.metadata.image();
     let mut targets: Vec<(Option<TopicName>, Uuid)> = req
         .topic_names
         .into_iter()
@@ -21,7 +21,8 @@ pub fn handle(ctx: &RequestContext<'_>, req: DeleteTopicsRequest) -> DeleteTopic
         .into_iter()
         .map(|(name, id)| {
             let name = name.or_else(|| {
-                logs.topic_by_id(id)
+                image
+                    .topic_by_id(id)
                     .map(|t| TopicName(StrBytes::from_string(t.name.clone())))
             });
             let result = DeletableTopicResult::default().with_name(name.clone());

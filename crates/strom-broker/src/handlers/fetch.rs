@@ -12,12 +12,11 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{FetchRequest, FetchResponse};
-use kafka_protocol::ResponseError;
 use tokio::sync::Notify;
 
 use super::RequestContext;
 use crate::partition::Partition;
-use crate::ApiError;
+use crate::{replica_manager, ApiError};
 
 /// Fetch v13+ names topics by id instead of by name.
 const TOPIC_IDS_SINCE: i16 = 13;
@@ -51,19 +50,14 @@ type Resolved = (usize, i32, Result<Arc<Partition>, ApiError>);
 
 /// Looks up every requested partition once: (topic index in the request, partition, log).
 fn resolve(ctx: &RequestContext<'_>, req: &FetchRequest) -> Vec<Resolved> {
-    let logs = &ctx.state.logs;
     let mut out = Vec::new();
     for (ti, topic) in req.topics.iter().enumerate() {
-        let found = if ctx.version >= TOPIC_IDS_SINCE {
-            logs.topic_by_id(topic.topic_id)
-                .ok_or_else(|| ApiError::new(ResponseError::UnknownTopicId, "unknown topic id"))
-        } else {
-            logs.topic(&topic.topic).ok_or_else(ApiError::unknown_topic)
-        };
         for p in &topic.partitions {
-            let partition = found
-                .clone()
-                .and_then(|t| t.partition(p.partition).ok_or_else(ApiError::unknown_topic));
+            let partition = if ctx.version >= TOPIC_IDS_SINCE {
+                replica_manager::leader_by_id(ctx.state, topic.topic_id, p.partition)
+            } else {
+                replica_manager::leader(ctx.state, &topic.topic, p.partition)
+            };
             out.push((ti, p.partition, partition));
         }
     }
@@ -110,25 +104,17 @@ fn read_all(
             }
             Ok(p) => {
                 let limit = (spec.partition_max_bytes.max(0) as usize).min(remaining);
-                let (read, hw, log_start) = p
-                    .with_log(|log| {
-                        (
-                            log.read(spec.fetch_offset, limit, total == 0),
-                            log.log_end_offset(),
-                            log.log_start_offset(),
-                        )
-                    })
-                    .unwrap_or_else(|offline| (Err(offline), -1, -1));
+                let read = p.read(spec.fetch_offset, limit, total == 0);
                 let data = data
-                    .with_high_watermark(hw)
-                    .with_last_stable_offset(hw)
-                    .with_log_start_offset(log_start);
-                match read {
-                    Ok(fetched) => {
-                        let n = fetched.records.len();
+                    .with_high_watermark(read.high_watermark)
+                    .with_last_stable_offset(read.high_watermark)
+                    .with_log_start_offset(read.log_start_offset);
+                match read.records {
+                    Ok(records) => {
+                        let n = records.len();
                         total += n;
                         remaining = remaining.saturating_sub(n);
-                        data.with_records(Some(fetched.records))
+                        data.with_records(Some(records))
                     }
                     Err(e) => {
                         has_error = true;

@@ -21,16 +21,16 @@ pub fn handle(ctx: &RequestContext<'_>, req: OffsetCommitRequest) -> OffsetCommi
     // The error of each partition, topic by topic, and the offsets to write.
     let mut errors: Vec<Vec<Option<ResponseError>>> = Vec::with_capacity(req.topics.len());
     let mut accepted = Vec::new();
+    let image = state.metadata.image();
     for topic in &req.topics {
-        let found = state.logs.topic(&topic.name);
+        let found = image.topic(&topic.name);
         let mut topic_errors = Vec::with_capacity(topic.partitions.len());
         for p in &topic.partitions {
             let metadata = p.committed_metadata.as_deref().unwrap_or_default();
-            let error = if found
-                .as_ref()
-                .and_then(|t| t.partition(p.partition_index))
-                .is_none()
-            {
+            let exists = found.is_some_and(|t| {
+                usize::try_from(p.partition_index).is_ok_and(|i| i < t.partitions.len())
+            });
+            let error = if !exists {
                 Some(ResponseError::UnknownTopicOrPartition)
             } else if metadata.len() > max_metadata {
                 Some(ResponseError::OffsetMetadataTooLarge)

@@ -9,13 +9,12 @@ use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpoch
 use kafka_protocol::ResponseError;
 
 use super::RequestContext;
-use crate::ApiError;
+use crate::replica_manager;
 
 pub fn handle(
     ctx: &RequestContext<'_>,
     req: OffsetForLeaderEpochRequest,
 ) -> OffsetForLeaderEpochResponse {
-    let logs = &ctx.state.logs;
     let topics = req
         .topics
         .into_iter()
@@ -25,24 +24,26 @@ pub fn handle(
                 .into_iter()
                 .map(|p| {
                     let response = EpochEndOffset::default().with_partition(p.partition);
-                    let Some(partition) = logs.partition(&topic.topic, p.partition) else {
-                        return response
-                            .with_error_code(ApiError::unknown_topic().code())
-                            .with_leader_epoch(-1)
-                            .with_end_offset(-1);
-                    };
-                    if p.current_leader_epoch > 0 {
+                    let partition =
+                        match replica_manager::leader(ctx.state, &topic.topic, p.partition) {
+                            Ok(partition) => partition,
+                            Err(e) => {
+                                return response
+                                    .with_error_code(e.code())
+                                    .with_leader_epoch(-1)
+                                    .with_end_offset(-1)
+                            }
+                        };
+                    if p.current_leader_epoch > partition.leader_epoch() {
                         return response
                             .with_error_code(ResponseError::UnknownLeaderEpoch.code())
                             .with_leader_epoch(-1)
                             .with_end_offset(-1);
                     }
-                    if p.leader_epoch < 0 {
-                        return response.with_leader_epoch(-1).with_end_offset(-1);
-                    }
+                    let (epoch, end_offset) = partition.end_offset_for_epoch(p.leader_epoch);
                     response
-                        .with_leader_epoch(0)
-                        .with_end_offset(partition.high_watermark())
+                        .with_leader_epoch(epoch)
+                        .with_end_offset(end_offset)
                 })
                 .collect();
             OffsetForLeaderTopicResult::default()

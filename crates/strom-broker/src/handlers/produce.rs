@@ -13,7 +13,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::RequestContext;
-use crate::ApiError;
+use crate::{replica_manager, ApiError};
 
 pub fn handle(ctx: &RequestContext<'_>, req: ProduceRequest) -> Option<ProduceResponse> {
     let acks = req.acks;
@@ -23,7 +23,6 @@ pub fn handle(ctx: &RequestContext<'_>, req: ProduceRequest) -> Option<ProduceRe
             "Produce request specified an invalid value for required acks.",
         )
     });
-    let logs = &ctx.state.logs;
     let responses = req
         .topic_data
         .into_iter()
@@ -37,9 +36,7 @@ pub fn handle(ctx: &RequestContext<'_>, req: ProduceRequest) -> Option<ProduceRe
                         .with_log_append_time_ms(-1);
                     let result = match &acks_error {
                         Some(e) => Err(e.clone()),
-                        None => logs
-                            .partition(&topic.name, data.index)
-                            .ok_or_else(ApiError::unknown_topic)
+                        None => replica_manager::leader(ctx.state, &topic.name, data.index)
                             .and_then(|p| {
                                 let records = data.records.unwrap_or_default();
                                 p.append(&records).map_err(ApiError::from)
