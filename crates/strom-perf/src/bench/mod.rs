@@ -181,7 +181,7 @@ pub fn run(args: &BenchArgs, argv: &[String]) -> Result<()> {
 fn finish(report: &Report, args: &BenchArgs, unit: &str, started: Instant) -> Result<()> {
     println!("{}", table::render(&report.comparison));
     println!(
-        "\nstrom: {} records per {unit} against {}; {:.1} s in all. Seed figures: shared/seeds/README.md.",
+        "\nstrom: {} records per {unit} against {}; {:.1} s in all. Seed figures: docs/seeds.md.",
         args.records,
         args.bootstrap_server.as_deref().unwrap_or("an embedded strom broker"),
         started.elapsed().as_secs_f64()

@@ -1,5 +1,5 @@
 //! The figures the seed reports published, which `strom bench` sets strom's beside.
-//! Source: shared/seeds/README.md (reports 000, 002 and 004).
+//! Source: docs/seeds.md (reports 000, 002 and 004).
 
 /// Seed 002, default producer settings: 759k rec/s, 72 MB/s, p50 3 ms, p99 71 ms.
 pub const DEFAULT_PRODUCER: ProducerFigures = ProducerFigures {
