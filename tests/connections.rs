@@ -1,4 +1,4 @@
-//! Connections and the work parked on them: an abandoned long-poll gives its descriptor
+//! Connections and the work parked on them: an abandoned long-poll or JoinGroup gives its descriptor
 //! back at once, idle connections are closed after `connections.max.idle.ms`, a shutdown
 //! ends parked fetches, a fetch parked on a deleted topic answers at once, and a loop of
 //! connections that open and close does not grow the broker's memory.
@@ -157,4 +157,45 @@ fn connections_that_come_and_go_do_not_grow_memory() {
         "RSS {} bytes after 5 rounds of 1000 connections, above {limit} (per round: {rss_after_round:?})",
         broker.rss_bytes()
     );
+}
+
+#[test]
+fn an_abandoned_join_group_gives_its_descriptor_back_at_once() {
+    use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+    use kafka_protocol::messages::{GroupId, JoinGroupRequest};
+    use kafka_protocol::protocol::StrBytes;
+
+    // The first join of an empty group waits out the initial rebalance delay: 25 s here.
+    let broker = StromBroker::start(&["group.initial.rebalance.delay.ms=25000"]);
+    let mut admin = Conn::open(&broker);
+    assert_eq!(admin.api_versions(3).error_code, 0);
+    let baseline = broker.open_descriptors();
+    let mut joiners: Vec<Conn> = (0..50).map(|_| Conn::open(&broker)).collect();
+    for (i, conn) in joiners.iter_mut().enumerate() {
+        conn.send(
+            ApiKey::JoinGroup,
+            3,
+            &JoinGroupRequest::default()
+                .with_group_id(GroupId(StrBytes::from_string(format!("parked-{i}"))))
+                .with_session_timeout_ms(30_000)
+                .with_rebalance_timeout_ms(30_000)
+                .with_protocol_type(StrBytes::from_static_str("consumer"))
+                .with_protocols(vec![JoinGroupRequestProtocol::default()
+                    .with_name(StrBytes::from_static_str("range"))]),
+        );
+    }
+    assert!(
+        wait_until(SETTLE, || broker.open_descriptors() >= baseline + 50),
+        "joins not parked"
+    );
+    for conn in &joiners {
+        conn.stream.shutdown(Shutdown::Both).unwrap();
+    }
+    drop(joiners);
+    assert!(
+        wait_until(SETTLE, || broker.open_descriptors() <= baseline),
+        "descriptors still held after the members left: {} (baseline {baseline})",
+        broker.open_descriptors()
+    );
+    assert_eq!(admin.api_versions(3).error_code, 0);
 }

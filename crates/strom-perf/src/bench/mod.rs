@@ -183,7 +183,9 @@ fn finish(report: &Report, args: &BenchArgs, unit: &str, started: Instant) -> Re
     println!(
         "\nstrom: {} records per {unit} against {}; {:.1} s in all. Seed figures: docs/seeds.md.",
         args.records,
-        args.bootstrap_server.as_deref().unwrap_or("an embedded strom broker"),
+        args.bootstrap_server
+            .as_deref()
+            .unwrap_or("an embedded strom broker"),
         started.elapsed().as_secs_f64()
     );
     report.write(Some(&args.json), Some(&args.html))?;
