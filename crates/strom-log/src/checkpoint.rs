@@ -60,12 +60,12 @@ impl PartitionCheckpoint {
     /// makes it durable (one `syncfs` for every partition of a log dir at shutdown).
     pub fn write(&self, dir: &Path, sync: bool) -> Result<(), LogError> {
         let tmp = dir.join(format!("{FILE_NAME}.tmp"));
-        let mut file = fs::File::create(&tmp)?;
-        write!(
-            file,
+        let text = format!(
             "{VERSION}\nrecovery.point {}\nlog.start.offset {}\n",
             self.recovery_point, self.log_start_offset
-        )?;
+        );
+        let mut file = fs::File::create(&tmp)?;
+        file.write_all(text.as_bytes())?;
         if sync {
             file.sync_all()?;
         }

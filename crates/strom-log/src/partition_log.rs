@@ -510,6 +510,11 @@ impl PartitionLog {
         if self.recovery_point != self.checkpointed_recovery_point {
             self.write_checkpoint()?;
         }
+        // A `syncfs` close leaves the older snapshots for later (an unlink each would
+        // lengthen shutdown); the first flush after start-up removes them.
+        if let Some(current) = self.snapshot_offset {
+            self.delete_snapshots(|offset| offset < current)?;
+        }
         Ok(())
     }
 
@@ -584,7 +589,10 @@ impl PartitionLog {
         self.producer_state.write_snapshot(&self.dir, end, sync)?;
         self.snapshot_offset = Some(end);
         self.snapshots.insert(end);
-        self.delete_snapshots(|offset| offset != end)
+        if sync {
+            self.delete_snapshots(|offset| offset != end)?;
+        }
+        Ok(())
     }
 
     /// Deletes the snapshot files whose offset matches `doomed`.
