@@ -41,27 +41,8 @@ pub fn for_each_record<'a>(
     count: i32,
     mut f: impl FnMut(RecordView<'a>) -> Result<(), BatchError>,
 ) -> Result<(), BatchError> {
-    let mut cursor = Cursor {
-        bytes: records,
-        at: 0,
-    };
-    for index in 0..count {
-        if cursor.at == records.len() {
-            return Err(invalid(format!(
-                "Incorrect declared batch size, premature EOF reached: {count} records declared, {index} found"
-            )));
-        }
-        let length = cursor.varint()?;
-        let start = cursor.at;
-        let end = usize::try_from(length)
-            .ok()
-            .and_then(|l| start.checked_add(l))
-            .filter(|&e| e <= records.len())
-            .ok_or_else(|| invalid(format!("Invalid record size: expected {length} bytes")))?;
-        let mut record = Cursor {
-            bytes: &records[..end],
-            at: start,
-        };
+    walk_lengths(records, count, |index, body| {
+        let mut record = Cursor { bytes: body, at: 0 };
         record.take(1)?;
         let timestamp_delta = record.varlong()?;
         let offset_delta = record.varint()?;
@@ -84,27 +65,21 @@ pub fn for_each_record<'a>(
             }
             record.bytes_field()?;
         }
-        if record.at != end {
+        if record.at != body.len() {
             return Err(invalid(format!(
-                "Invalid record size: expected to read {length} bytes in record payload, but instead read {}",
-                record.at - start
+                "Invalid record size: expected to read {} bytes in record payload, but instead read {}",
+                body.len(),
+                record.at
             )));
         }
-        cursor.at = end;
         f(RecordView {
             index,
             offset_delta,
             timestamp_delta,
             key,
             value,
-        })?;
-    }
-    if cursor.at != records.len() {
-        return Err(invalid(
-            "Incorrect declared batch size, records still remaining in file".to_string(),
-        ));
-    }
-    Ok(())
+        })
+    })
 }
 
 /// Checks that an uncompressed records section holds exactly `count` records by their
@@ -112,6 +87,18 @@ pub fn for_each_record<'a>(
 /// header's count cannot lie about the records), at a fraction of [`for_each_record`]'s
 /// cost, which only topics that inspect records (compaction, timestamp bounds) pay.
 pub fn check_record_lengths(records: &[u8], count: i32) -> Result<(), BatchError> {
+    walk_lengths(records, count, |_, _| Ok(()))
+}
+
+/// Splits a records section into its `count` records by their length prefixes, handing
+/// each record's body (after its length) to `f`, and checks that they fill the section
+/// exactly.
+#[inline]
+fn walk_lengths<'a>(
+    records: &'a [u8],
+    count: i32,
+    mut f: impl FnMut(i32, &'a [u8]) -> Result<(), BatchError>,
+) -> Result<(), BatchError> {
     let mut cursor = Cursor {
         bytes: records,
         at: 0,
@@ -125,7 +112,7 @@ pub fn check_record_lengths(records: &[u8], count: i32) -> Result<(), BatchError
         let length = cursor.varint()?;
         let length = usize::try_from(length)
             .map_err(|_| invalid(format!("Invalid record size: expected {length} bytes")))?;
-        cursor.take(length)?;
+        f(index, cursor.take(length)?)?;
     }
     if cursor.at != records.len() {
         return Err(invalid(
