@@ -34,7 +34,7 @@ pub fn initial_image(
         .map_or("PLAINTEXT", |l| l.name.as_str());
     let mut records = vec![MetadataRecord::RegisterBroker {
         broker_id: BrokerId(node),
-        broker_epoch: 0,
+        incarnation_id: Uuid::nil(),
         endpoints: vec![Endpoint {
             listener: listener.to_string(),
             host: advertised.host.clone(),

@@ -1,17 +1,22 @@
-//! The immutable metadata image: brokers, and topics by name and by id with their
-//! partition registrations. [`MetadataImage::apply`] replays records into a new image and
-//! shares every topic it did not touch with the old one (the maps are copied, the topics
-//! and their partition lists are not), so readers holding the old image are never blocked.
+//! The immutable metadata image: brokers, topics by name and by id with their partition
+//! registrations, configs and the producer-id high-water mark. [`MetadataImage::apply_at`]
+//! replays records into a new image and shares every topic it did not touch with the old
+//! one (the maps are copied, the topics and their partition lists are not), so readers
+//! holding the old image are never blocked.
+//!
+//! Records that contradict the image (a partition of an unknown topic, an epoch going
+//! back) are a bug of the controller that wrote them: they are asserted, not skipped.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::{BrokerId, LeaderEpoch, MetadataRecord, PartitionEpoch};
+use crate::{BrokerId, ConfigResource, LeaderEpoch, MetadataRecord, PartitionEpoch};
 
 /// Where a broker listens, per listener name.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Endpoint {
     pub listener: String,
     pub host: String,
@@ -19,13 +24,16 @@ pub struct Endpoint {
 }
 
 /// A registered broker.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BrokerRegistration {
     pub id: BrokerId,
+    /// The metadata offset of its `RegisterBrokerRecord`.
     pub epoch: i64,
+    pub incarnation_id: Uuid,
     pub endpoints: Vec<Endpoint>,
     pub rack: Option<String>,
     pub fenced: bool,
+    pub in_controlled_shutdown: bool,
 }
 
 impl BrokerRegistration {
@@ -36,10 +44,15 @@ impl BrokerRegistration {
             .find(|e| e.listener == listener)
             .or_else(|| self.endpoints.first())
     }
+
+    /// Whether it may lead partitions and join ISRs: unfenced and not shutting down.
+    pub fn is_active(&self) -> bool {
+        !self.fenced && !self.in_controlled_shutdown
+    }
 }
 
 /// One partition's registration.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionRegistration {
     pub replicas: Vec<BrokerId>,
     pub isr: Vec<BrokerId>,
@@ -48,8 +61,16 @@ pub struct PartitionRegistration {
     pub partition_epoch: PartitionEpoch,
 }
 
+impl PartitionRegistration {
+    /// Replicas that are not in the ISR (Metadata's `offline_replicas` lists those on
+    /// brokers that are gone).
+    pub fn has_leader(&self) -> bool {
+        self.leader != BrokerId::NONE
+    }
+}
+
 /// A topic and its partitions, indexed by partition id.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TopicImage {
     pub name: String,
     pub id: Uuid,
@@ -61,17 +82,39 @@ impl TopicImage {
     pub fn is_internal(&self) -> bool {
         self.name.starts_with("__")
     }
+
+    /// The replication factor (of partition 0; Kafka's tools print it so).
+    pub fn replication_factor(&self) -> usize {
+        self.partitions.first().map_or(0, |p| p.replicas.len())
+    }
 }
 
 /// The cluster as the last applied records describe it.
 #[derive(Debug, Clone, Default)]
 pub struct MetadataImage {
     pub cluster_id: String,
+    /// The metadata offset of the last record applied (-1: none).
+    pub offset: i64,
     /// The active controller, -1 when there is none.
     pub controller_id: i32,
     pub brokers: BTreeMap<BrokerId, BrokerRegistration>,
     topics_by_name: BTreeMap<String, Arc<TopicImage>>,
     topics_by_id: HashMap<Uuid, Arc<TopicImage>>,
+    /// Config overrides per resource (`ConfigRecord`s).
+    pub configs: BTreeMap<ConfigResource, BTreeMap<String, String>>,
+    /// The first producer id no block has handed out.
+    pub next_producer_id: i64,
+}
+
+/// The serialized form of an image (metadata snapshots).
+#[derive(Serialize, Deserialize)]
+struct ImageSnapshot {
+    cluster_id: String,
+    offset: i64,
+    brokers: Vec<BrokerRegistration>,
+    topics: Vec<TopicImage>,
+    configs: Vec<(ConfigResource, BTreeMap<String, String>)>,
+    next_producer_id: i64,
 }
 
 impl MetadataImage {
@@ -79,6 +122,7 @@ impl MetadataImage {
     pub fn new(cluster_id: &str, controller_id: i32) -> Self {
         Self {
             cluster_id: cluster_id.to_string(),
+            offset: -1,
             controller_id,
             ..Self::default()
         }
@@ -97,26 +141,107 @@ impl MetadataImage {
         self.topics_by_name.values()
     }
 
+    /// How many partitions all topics have.
+    pub fn partition_count(&self) -> usize {
+        self.topics_by_name
+            .values()
+            .map(|t| t.partitions.len())
+            .sum()
+    }
+
     /// The brokers clients may use: registered and not fenced.
     pub fn live_brokers(&self) -> impl Iterator<Item = &BrokerRegistration> {
         self.brokers.values().filter(|b| !b.fenced)
     }
 
-    /// The image after `records`. Records about a topic that does not exist are a bug
-    /// of whoever wrote them: they are asserted, not skipped.
-    pub fn apply(&self, records: &[MetadataRecord]) -> Self {
+    /// Whether broker `id` is registered, unfenced and not shutting down.
+    pub fn is_active(&self, id: BrokerId) -> bool {
+        self.brokers
+            .get(&id)
+            .is_some_and(BrokerRegistration::is_active)
+    }
+
+    /// A topic's config overrides.
+    pub fn topic_configs(&self, name: &str) -> BTreeMap<String, String> {
+        self.configs
+            .get(&ConfigResource::Topic(name.to_string()))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The image after `records` written at metadata offset `offset`.
+    pub fn apply_at(&self, offset: i64, records: &[MetadataRecord]) -> Self {
+        assert!(
+            offset >= self.offset,
+            "metadata offsets only grow: {offset} after {}",
+            self.offset
+        );
         let mut next = self.clone();
+        next.offset = offset;
         for record in records {
-            next.replay(record);
+            next.replay(offset, record);
         }
         next
     }
 
-    fn replay(&mut self, record: &MetadataRecord) {
+    /// [`Self::apply_at`] the current offset (a standalone node, which has no log).
+    pub fn apply(&self, records: &[MetadataRecord]) -> Self {
+        self.apply_at(self.offset.max(0), records)
+    }
+
+    /// The image as bytes, for a metadata snapshot.
+    pub fn to_snapshot(&self) -> Vec<u8> {
+        let snapshot = ImageSnapshot {
+            cluster_id: self.cluster_id.clone(),
+            offset: self.offset,
+            brokers: self.brokers.values().cloned().collect(),
+            topics: self.topics().map(|t| TopicImage::clone(t)).collect(),
+            configs: self
+                .configs
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            next_producer_id: self.next_producer_id,
+        };
+        serde_json::to_vec(&snapshot).expect("an image always serializes")
+    }
+
+    /// The image a snapshot holds.
+    pub fn from_snapshot(bytes: &[u8]) -> Result<Self, String> {
+        let s: ImageSnapshot = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        let mut image = MetadataImage::new(&s.cluster_id, -1);
+        image.offset = s.offset;
+        image.next_producer_id = s.next_producer_id;
+        image.brokers = s.brokers.into_iter().map(|b| (b.id, b)).collect();
+        image.configs = s.configs.into_iter().collect();
+        for topic in s.topics {
+            let topic = Arc::new(topic);
+            image.topics_by_id.insert(topic.id, topic.clone());
+            image.topics_by_name.insert(topic.name.clone(), topic);
+        }
+        Ok(image)
+    }
+
+    fn replace_topic(&mut self, topic: TopicImage) {
+        let topic = Arc::new(topic);
+        self.topics_by_name
+            .insert(topic.name.clone(), topic.clone());
+        self.topics_by_id.insert(topic.id, topic);
+    }
+
+    fn topic_mut(&self, topic_id: &Uuid, what: &str) -> TopicImage {
+        let old = self
+            .topics_by_id
+            .get(topic_id)
+            .unwrap_or_else(|| panic!("{what} for unknown topic {topic_id}"));
+        TopicImage::clone(old)
+    }
+
+    fn replay(&mut self, offset: i64, record: &MetadataRecord) {
         match record {
             MetadataRecord::RegisterBroker {
                 broker_id,
-                broker_epoch,
+                incarnation_id,
                 endpoints,
                 rack,
                 fenced,
@@ -125,12 +250,46 @@ impl MetadataImage {
                     *broker_id,
                     BrokerRegistration {
                         id: *broker_id,
-                        epoch: *broker_epoch,
+                        epoch: offset,
+                        incarnation_id: *incarnation_id,
                         endpoints: endpoints.clone(),
                         rack: rack.clone(),
                         fenced: *fenced,
+                        in_controlled_shutdown: false,
                     },
                 );
+            }
+            MetadataRecord::UnregisterBroker {
+                broker_id,
+                broker_epoch,
+            } => {
+                if self
+                    .brokers
+                    .get(broker_id)
+                    .is_some_and(|b| b.epoch == *broker_epoch)
+                {
+                    self.brokers.remove(broker_id);
+                }
+            }
+            MetadataRecord::BrokerRegistrationChange {
+                broker_id,
+                broker_epoch,
+                fenced,
+                in_controlled_shutdown,
+            } => {
+                let broker = self.brokers.get_mut(broker_id).unwrap_or_else(|| {
+                    panic!("registration change of unknown broker {broker_id:?}")
+                });
+                assert_eq!(
+                    broker.epoch, *broker_epoch,
+                    "change of a stale registration"
+                );
+                if let Some(fenced) = fenced {
+                    broker.fenced = *fenced;
+                }
+                if let Some(shutting_down) = in_controlled_shutdown {
+                    broker.in_controlled_shutdown = *shutting_down;
+                }
             }
             MetadataRecord::Topic { name, topic_id } => {
                 let topic = Arc::new(TopicImage {
@@ -155,11 +314,7 @@ impl MetadataImage {
                 leader_epoch,
                 partition_epoch,
             } => {
-                let old = self
-                    .topics_by_id
-                    .get(topic_id)
-                    .unwrap_or_else(|| panic!("PartitionRecord for unknown topic {topic_id}"));
-                let mut topic = TopicImage::clone(old);
+                let mut topic = self.topic_mut(topic_id, "PartitionRecord");
                 assert_eq!(
                     *partition_id as usize,
                     topic.partitions.len(),
@@ -173,10 +328,49 @@ impl MetadataImage {
                     leader_epoch: *leader_epoch,
                     partition_epoch: *partition_epoch,
                 });
-                let topic = Arc::new(topic);
-                self.topics_by_name
-                    .insert(topic.name.clone(), topic.clone());
-                self.topics_by_id.insert(*topic_id, topic);
+                self.replace_topic(topic);
+            }
+            MetadataRecord::PartitionChange {
+                topic_id,
+                partition_id,
+                leader,
+                isr,
+            } => {
+                let mut topic = self.topic_mut(topic_id, "PartitionChangeRecord");
+                let p = topic
+                    .partitions
+                    .get_mut(*partition_id as usize)
+                    .unwrap_or_else(|| {
+                        panic!("PartitionChangeRecord for unknown partition {partition_id}")
+                    });
+                if let Some(leader) = leader.filter(|l| *l != p.leader) {
+                    p.leader = leader;
+                    p.leader_epoch = LeaderEpoch(p.leader_epoch.0 + 1);
+                }
+                if let Some(isr) = isr {
+                    assert!(!isr.is_empty(), "an ISR is never emptied");
+                    p.isr = isr.clone();
+                }
+                p.partition_epoch = PartitionEpoch(p.partition_epoch.0 + 1);
+                self.replace_topic(topic);
+            }
+            MetadataRecord::Config {
+                resource,
+                name,
+                value,
+            } => {
+                let configs = self.configs.entry(resource.clone()).or_default();
+                match value {
+                    Some(v) => {
+                        configs.insert(name.clone(), v.clone());
+                    }
+                    None => {
+                        configs.remove(name);
+                    }
+                }
+                if configs.is_empty() {
+                    self.configs.remove(resource);
+                }
             }
             MetadataRecord::RemoveTopic { topic_id } => {
                 let topic = self
@@ -184,6 +378,17 @@ impl MetadataImage {
                     .remove(topic_id)
                     .unwrap_or_else(|| panic!("RemoveTopicRecord for unknown topic {topic_id}"));
                 self.topics_by_name.remove(&topic.name);
+                self.configs
+                    .remove(&ConfigResource::Topic(topic.name.clone()));
+            }
+            MetadataRecord::ProducerIds {
+                next_producer_id, ..
+            } => {
+                assert!(
+                    *next_producer_id > self.next_producer_id,
+                    "producer id blocks only move forward"
+                );
+                self.next_producer_id = *next_producer_id;
             }
         }
     }
@@ -211,7 +416,7 @@ mod tests {
         let image = MetadataImage::new("c", 1).apply(&[
             MetadataRecord::RegisterBroker {
                 broker_id: BrokerId(1),
-                broker_epoch: 0,
+                incarnation_id: Uuid::nil(),
                 endpoints: vec![Endpoint {
                     listener: "PLAINTEXT".into(),
                     host: "h".into(),
@@ -256,5 +461,94 @@ mod tests {
             image.topic("a").unwrap(),
             next.topic("a").unwrap()
         ));
+    }
+
+    #[test]
+    fn a_partition_change_bumps_the_leader_epoch_only_when_the_leader_changes() {
+        let id = Uuid::new_v4();
+        let image = MetadataImage::new("c", 1).apply_at(
+            3,
+            &[
+                MetadataRecord::Topic {
+                    name: "t".into(),
+                    topic_id: id,
+                },
+                partition(id, 0),
+            ],
+        );
+        let shrunk = image.apply_at(
+            4,
+            &[MetadataRecord::PartitionChange {
+                topic_id: id,
+                partition_id: 0,
+                leader: None,
+                isr: Some(vec![BrokerId(1)]),
+            }],
+        );
+        let p = &shrunk.topic("t").unwrap().partitions[0];
+        assert_eq!(
+            (p.leader_epoch, p.partition_epoch),
+            (LeaderEpoch(0), PartitionEpoch(1))
+        );
+        let moved = shrunk.apply_at(
+            5,
+            &[MetadataRecord::PartitionChange {
+                topic_id: id,
+                partition_id: 0,
+                leader: Some(BrokerId(2)),
+                isr: None,
+            }],
+        );
+        let p = &moved.topic("t").unwrap().partitions[0];
+        assert_eq!(
+            (p.leader, p.leader_epoch, p.partition_epoch),
+            (BrokerId(2), LeaderEpoch(1), PartitionEpoch(2))
+        );
+        assert_eq!(moved.offset, 5);
+    }
+
+    #[test]
+    fn a_snapshot_restores_the_same_image() {
+        let id = Uuid::new_v4();
+        let image = MetadataImage::new("c", 1).apply_at(
+            7,
+            &[
+                MetadataRecord::RegisterBroker {
+                    broker_id: BrokerId(2),
+                    incarnation_id: Uuid::new_v4(),
+                    endpoints: vec![],
+                    rack: Some("r".into()),
+                    fenced: true,
+                },
+                MetadataRecord::Topic {
+                    name: "t".into(),
+                    topic_id: id,
+                },
+                partition(id, 0),
+                MetadataRecord::Config {
+                    resource: ConfigResource::Topic("t".into()),
+                    name: "retention.ms".into(),
+                    value: Some("1".into()),
+                },
+                MetadataRecord::ProducerIds {
+                    broker_id: BrokerId(2),
+                    broker_epoch: 7,
+                    next_producer_id: 1000,
+                },
+            ],
+        );
+        let restored = MetadataImage::from_snapshot(&image.to_snapshot()).unwrap();
+        assert_eq!(restored.offset, 7);
+        assert_eq!(restored.brokers, image.brokers);
+        assert_eq!(restored.brokers[&BrokerId(2)].epoch, 7);
+        assert_eq!(restored.topic_by_id(id), image.topic_by_id(id));
+        assert_eq!(
+            restored
+                .topic_configs("t")
+                .get("retention.ms")
+                .map(String::as_str),
+            Some("1")
+        );
+        assert_eq!(restored.next_producer_id, 1000);
     }
 }

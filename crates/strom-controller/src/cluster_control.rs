@@ -1,0 +1,295 @@
+//! Cluster control, as Kafka's `ClusterControlManager` and `BrokerHeartbeatManager`:
+//! broker registration, heartbeats, fencing and controlled shutdown. The decisions are
+//! pure (image and contact times in, records and reply out); the contact times live only
+//! in the active controller's memory, as in Kafka, and a newly active controller starts
+//! every broker's session afresh.
+//!
+//! Contact times are noted before a heartbeat waits for anything (KAFKA-17793: a busy
+//! controller must not fence the brokers whose heartbeats are queued behind its work).
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use strom_metadata::{BrokerId, Endpoint, MetadataImage, MetadataRecord};
+use uuid::Uuid;
+
+use crate::replication_control::{broker_back, broker_gone, leader_count};
+use crate::rpc::{codes, HeartbeatReply, RpcError};
+
+/// What the active controller knows of one broker's session.
+#[derive(Debug, Clone, Copy)]
+struct Contact {
+    last: Instant,
+    metadata_offset: i64,
+}
+
+/// The brokers' sessions on the active controller.
+#[derive(Debug, Default)]
+pub struct BrokerHeartbeats {
+    contacts: HashMap<BrokerId, Contact>,
+}
+
+/// A broker's registration request.
+#[derive(Debug, Clone)]
+pub struct Registration {
+    pub broker_id: BrokerId,
+    pub incarnation_id: Uuid,
+    pub endpoints: Vec<Endpoint>,
+    pub rack: Option<String>,
+}
+
+/// A broker's heartbeat request.
+#[derive(Debug, Clone, Copy)]
+pub struct Heartbeat {
+    pub broker_id: BrokerId,
+    pub broker_epoch: i64,
+    pub current_metadata_offset: i64,
+    pub want_fence: bool,
+    pub want_shut_down: bool,
+}
+
+impl BrokerHeartbeats {
+    /// A newly active controller gives every registered broker a full session.
+    pub fn reset(&mut self, image: &MetadataImage, now: Instant) {
+        self.contacts = image
+            .brokers
+            .keys()
+            .map(|b| {
+                (
+                    *b,
+                    Contact {
+                        last: now,
+                        metadata_offset: -1,
+                    },
+                )
+            })
+            .collect();
+    }
+
+    /// Notes that `broker` was heard from.
+    pub fn touch(&mut self, broker: BrokerId, metadata_offset: i64, now: Instant) {
+        let c = self.contacts.entry(broker).or_insert(Contact {
+            last: now,
+            metadata_offset,
+        });
+        c.last = now;
+        c.metadata_offset = c.metadata_offset.max(metadata_offset);
+    }
+
+    fn alive(&self, broker: BrokerId, session: Duration, now: Instant) -> bool {
+        self.contacts
+            .get(&broker)
+            .is_some_and(|c| now.saturating_duration_since(c.last) < session)
+    }
+
+    /// BrokerRegistration: the records that (re-)register the broker, fenced until it
+    /// catches up. A live broker's id registered again by another incarnation is refused
+    /// (DUPLICATE_BROKER_REGISTRATION); a restarted broker's old registration, if it still
+    /// led partitions, first loses them.
+    pub fn register(
+        &mut self,
+        image: &MetadataImage,
+        registration: &Registration,
+        session: Duration,
+        now: Instant,
+    ) -> Result<Vec<MetadataRecord>, RpcError> {
+        let id = registration.broker_id;
+        let mut records = Vec::new();
+        if let Some(old) = image.brokers.get(&id) {
+            if old.incarnation_id != registration.incarnation_id
+                && !old.fenced
+                && self.alive(id, session, now)
+            {
+                return Err(RpcError::new(
+                    codes::DUPLICATE_BROKER_REGISTRATION,
+                    format!(
+                        "Another broker is registered with that broker id {} (incarnation {}); its session has not expired.",
+                        id.0, old.incarnation_id
+                    ),
+                ));
+            }
+            records.extend(broker_gone(image, id));
+        }
+        records.push(MetadataRecord::RegisterBroker {
+            broker_id: id,
+            incarnation_id: registration.incarnation_id,
+            endpoints: registration.endpoints.clone(),
+            rack: registration.rack.clone(),
+            fenced: true,
+        });
+        self.touch(id, -1, now);
+        Ok(records)
+    }
+
+    /// BrokerHeartbeat: the records the heartbeat causes (unfencing a caught-up broker and
+    /// electing it where partitions have no leader; entering controlled shutdown and
+    /// moving its leaderships away) and the reply, computed against the image after them.
+    pub fn heartbeat(
+        &mut self,
+        image: &MetadataImage,
+        hb: &Heartbeat,
+        now: Instant,
+    ) -> Result<(Vec<MetadataRecord>, HeartbeatReply), RpcError> {
+        let broker = image.brokers.get(&hb.broker_id).ok_or_else(|| {
+            RpcError::new(
+                codes::BROKER_ID_NOT_REGISTERED,
+                format!("Broker {} is not registered.", hb.broker_id.0),
+            )
+        })?;
+        if broker.epoch != hb.broker_epoch {
+            return Err(RpcError::new(
+                codes::STALE_BROKER_EPOCH,
+                format!(
+                    "Expected broker epoch {}, but got broker epoch {}.",
+                    broker.epoch, hb.broker_epoch
+                ),
+            ));
+        }
+        self.touch(hb.broker_id, hb.current_metadata_offset, now);
+        let caught_up = hb.current_metadata_offset >= broker.epoch;
+        let mut records = Vec::new();
+        let change = |fenced: Option<bool>, shutting: Option<bool>| {
+            MetadataRecord::BrokerRegistrationChange {
+                broker_id: hb.broker_id,
+                broker_epoch: broker.epoch,
+                fenced,
+                in_controlled_shutdown: shutting,
+            }
+        };
+        if hb.want_shut_down {
+            if !broker.fenced && !broker.in_controlled_shutdown {
+                records.push(change(None, Some(true)));
+                let after = image.apply_at(image.offset, &records);
+                records.extend(broker_gone(&after, hb.broker_id));
+            }
+        } else if broker.fenced && !hb.want_fence && caught_up {
+            records.push(change(Some(false), None));
+            let after = image.apply_at(image.offset, &records);
+            records.extend(broker_back(&after, hb.broker_id));
+        } else if !broker.fenced && hb.want_fence {
+            records.push(change(Some(true), None));
+            let after = image.apply_at(image.offset, &records);
+            records.extend(broker_gone(&after, hb.broker_id));
+        }
+        let after = image.apply_at(image.offset, &records);
+        let now_broker = &after.brokers[&hb.broker_id];
+        let should_shut_down =
+            hb.want_shut_down && (now_broker.fenced || leader_count(&after, hb.broker_id) == 0);
+        Ok((
+            records,
+            HeartbeatReply {
+                is_caught_up: caught_up,
+                is_fenced: now_broker.fenced,
+                should_shut_down,
+            },
+        ))
+    }
+
+    /// The brokers whose session expired: unfenced (or shutting down) brokers not heard
+    /// from for `session`.
+    pub fn expired(&self, image: &MetadataImage, session: Duration, now: Instant) -> Vec<BrokerId> {
+        image
+            .brokers
+            .values()
+            .filter(|b| !b.fenced && !self.alive(b.id, session, now))
+            .map(|b| b.id)
+            .collect()
+    }
+
+    /// The records that fence `broker` after its session expired.
+    pub fn fence(image: &MetadataImage, broker: BrokerId) -> Vec<MetadataRecord> {
+        let Some(b) = image.brokers.get(&broker) else {
+            return Vec::new();
+        };
+        let mut records = vec![MetadataRecord::BrokerRegistrationChange {
+            broker_id: broker,
+            broker_epoch: b.epoch,
+            fenced: Some(true),
+            in_controlled_shutdown: None,
+        }];
+        let after = image.apply_at(image.offset, &records);
+        records.extend(broker_gone(&after, broker));
+        records
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registration(id: i32) -> Registration {
+        Registration {
+            broker_id: BrokerId(id),
+            incarnation_id: Uuid::new_v4(),
+            endpoints: vec![],
+            rack: None,
+        }
+    }
+
+    const SESSION: Duration = Duration::from_secs(9);
+
+    #[test]
+    fn a_broker_is_fenced_until_it_has_caught_up_with_its_registration() {
+        let mut hb = BrokerHeartbeats::default();
+        let now = Instant::now();
+        let image = MetadataImage::new("c", 1);
+        let records = hb.register(&image, &registration(1), SESSION, now).unwrap();
+        let image = image.apply_at(5, &records);
+        assert!(image.brokers[&BrokerId(1)].fenced);
+        let beat = |offset| Heartbeat {
+            broker_id: BrokerId(1),
+            broker_epoch: 5,
+            current_metadata_offset: offset,
+            want_fence: false,
+            want_shut_down: false,
+        };
+        let (records, reply) = hb.heartbeat(&image, &beat(4), now).unwrap();
+        assert!(records.is_empty() && reply.is_fenced && !reply.is_caught_up);
+        let (records, reply) = hb.heartbeat(&image, &beat(5), now).unwrap();
+        assert!(!reply.is_fenced && reply.is_caught_up);
+        let image = image.apply_at(6, &records);
+        assert!(!image.brokers[&BrokerId(1)].fenced);
+        let stale = Heartbeat {
+            broker_epoch: 4,
+            ..beat(6)
+        };
+        assert_eq!(
+            hb.heartbeat(&image, &stale, now).unwrap_err().code,
+            codes::STALE_BROKER_EPOCH
+        );
+    }
+
+    #[test]
+    fn a_live_broker_id_cannot_be_registered_twice() {
+        let mut hb = BrokerHeartbeats::default();
+        let now = Instant::now();
+        let first = registration(1);
+        let image = MetadataImage::new("c", 1).apply_at(
+            1,
+            &hb.register(&MetadataImage::new("c", 1), &first, SESSION, now)
+                .unwrap(),
+        );
+        let image = image.apply_at(
+            2,
+            &[MetadataRecord::BrokerRegistrationChange {
+                broker_id: BrokerId(1),
+                broker_epoch: 1,
+                fenced: Some(false),
+                in_controlled_shutdown: None,
+            }],
+        );
+        let e = hb
+            .register(&image, &registration(1), SESSION, now)
+            .unwrap_err();
+        assert_eq!(e.code, codes::DUPLICATE_BROKER_REGISTRATION);
+        assert!(
+            hb.register(&image, &first, SESSION, now).is_ok(),
+            "the same incarnation may register again"
+        );
+        let later = now + SESSION;
+        assert_eq!(hb.expired(&image, SESSION, later), vec![BrokerId(1)]);
+        assert!(hb
+            .register(&image, &registration(1), SESSION, later)
+            .is_ok());
+    }
+}

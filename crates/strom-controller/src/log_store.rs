@@ -1,0 +1,294 @@
+//! The metadata log on disk: openraft's `RaftLogStorage` over one append-only file of
+//! CRC-framed entries in `<metadata.log.dir>/__cluster_metadata-0/`, and the vote in
+//! `quorum-state` (Kafka's file names).
+//!
+//! Durability is what Raft's safety rests on: entries are fsynced before openraft is
+//! told they are flushed (and so before this voter acknowledges them), and a vote is on
+//! disk before it is granted. A torn tail (a crash in the middle of an append) is cut
+//! off at start-up at the first frame whose length or CRC does not check out.
+//!
+//! The whole unpurged log is also kept in memory: the metadata log between two
+//! snapshots is small (a snapshot is taken every `SNAPSHOT_EVERY` entries), and readers
+//! (replication to other voters, the state machine) never wait for the disk.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Write};
+use std::ops::RangeBounds;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use openraft::storage::{LogFlushed, RaftLogStorage};
+use openraft::{LogState, RaftLogReader, StorageIOError};
+use parking_lot::Mutex;
+
+use crate::types::{Entry, LogId, StorageError, TypeConfig, Vote};
+
+const LOG_FILE: &str = "00000000000000000000.log";
+const VOTE_FILE: &str = "quorum-state";
+const PURGED_FILE: &str = "purged";
+/// A frame: 4-byte length, 4-byte CRC32C of the payload, the payload (one JSON entry).
+const FRAME_HEADER: usize = 8;
+
+#[derive(Debug)]
+struct Inner {
+    dir: PathBuf,
+    file: File,
+    /// Entries by index, with the file position where each one's frame starts.
+    entries: BTreeMap<u64, (Entry, u64)>,
+    end: u64,
+    vote: Option<Vote>,
+    purged: Option<LogId>,
+}
+
+/// The log store; clones share the same log (openraft's reader is one of them).
+#[derive(Debug, Clone)]
+pub struct LogStore {
+    inner: Arc<Mutex<Inner>>,
+}
+
+fn io_error(e: impl std::fmt::Display) -> StorageError {
+    StorageIOError::write_logs(&std::io::Error::other(e.to_string())).into()
+}
+
+/// Writes `bytes` to `dir/name` atomically and durably (temp file, fsync, rename, fsync
+/// of the directory).
+pub(crate) fn write_durably(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = dir.join(format!("{name}.tmp"));
+    let mut f = File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    fs::rename(&tmp, dir.join(name))?;
+    File::open(dir)?.sync_all()
+}
+
+fn frame(entry: &Entry) -> Vec<u8> {
+    let payload = serde_json::to_vec(entry).expect("an entry always serializes");
+    let mut out = Vec::with_capacity(FRAME_HEADER + payload.len());
+    out.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+    out.extend_from_slice(&crc32c::crc32c(&payload).to_be_bytes());
+    out.extend_from_slice(&payload);
+    out
+}
+
+/// Runs blocking disk work without stalling the async workers of a multi-threaded
+/// runtime.
+pub(crate) fn blocking<T>(work: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(work)
+        }
+        _ => work(),
+    }
+}
+
+impl LogStore {
+    /// Opens (or creates) the log in `dir`, cutting off a torn tail.
+    pub fn open(dir: &Path) -> std::io::Result<Self> {
+        fs::create_dir_all(dir)?;
+        let vote = match fs::read(dir.join(VOTE_FILE)) {
+            Ok(b) => Some(serde_json::from_slice(&b).map_err(std::io::Error::other)?),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        let purged: Option<LogId> = match fs::read(dir.join(PURGED_FILE)) {
+            Ok(b) => Some(serde_json::from_slice(&b).map_err(std::io::Error::other)?),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        let path = dir.join(LOG_FILE);
+        let mut file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(&path)?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)?;
+        let mut entries = BTreeMap::new();
+        let mut pos = 0usize;
+        while bytes.len() - pos >= FRAME_HEADER {
+            let len = u32::from_be_bytes(bytes[pos..pos + 4].try_into().unwrap()) as usize;
+            let crc = u32::from_be_bytes(bytes[pos + 4..pos + 8].try_into().unwrap());
+            let Some(payload) = bytes.get(pos + FRAME_HEADER..pos + FRAME_HEADER + len) else {
+                break;
+            };
+            if crc32c::crc32c(payload) != crc {
+                break;
+            }
+            let Ok(entry) = serde_json::from_slice::<Entry>(payload) else {
+                break;
+            };
+            let index = entry.log_id.index;
+            if purged.is_none_or(|p: LogId| index > p.index) {
+                entries.insert(index, (entry, pos as u64));
+            }
+            pos += FRAME_HEADER + len;
+        }
+        if pos < bytes.len() {
+            tracing::warn!(
+                file = %path.display(),
+                valid_bytes = pos,
+                torn_bytes = bytes.len() - pos,
+                "metadata log has a torn tail; cutting it off"
+            );
+            file.set_len(pos as u64)?;
+            file.sync_all()?;
+        }
+        Ok(Self {
+            inner: Arc::new(Mutex::new(Inner {
+                dir: dir.to_path_buf(),
+                file,
+                entries,
+                end: pos as u64,
+                vote,
+                purged,
+            })),
+        })
+    }
+
+    /// The log id of the last entry (or of the last purged one when the log is empty).
+    pub fn last_log_id(&self) -> Option<LogId> {
+        let inner = self.inner.lock();
+        inner
+            .entries
+            .values()
+            .next_back()
+            .map(|(e, _)| e.log_id)
+            .or(inner.purged)
+    }
+}
+
+impl Inner {
+    /// Rewrites the file with only the entries still held (after a purge).
+    fn rewrite(&mut self) -> std::io::Result<()> {
+        let mut bytes = Vec::new();
+        for (entry, pos) in self.entries.values_mut() {
+            *pos = bytes.len() as u64;
+            bytes.extend_from_slice(&frame(entry));
+        }
+        write_durably(&self.dir, LOG_FILE, &bytes)?;
+        self.file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(self.dir.join(LOG_FILE))?;
+        self.end = bytes.len() as u64;
+        Ok(())
+    }
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + std::fmt::Debug + Send>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry>, StorageError> {
+        let inner = self.inner.lock();
+        Ok(inner
+            .entries
+            .range(range)
+            .map(|(_, (e, _))| e.clone())
+            .collect())
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = Self;
+
+    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
+        let inner = self.inner.lock();
+        let last = inner.entries.values().next_back().map(|(e, _)| e.log_id);
+        Ok(LogState {
+            last_purged_log_id: inner.purged,
+            last_log_id: last.or(inner.purged),
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote) -> Result<(), StorageError> {
+        let mut inner = self.inner.lock();
+        let bytes = serde_json::to_vec(vote).map_err(io_error)?;
+        blocking(|| write_durably(&inner.dir, VOTE_FILE, &bytes))
+            .map_err(|e| StorageError::from(StorageIOError::write_vote(&e)))?;
+        inner.vote = Some(*vote);
+        Ok(())
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote>, StorageError> {
+        Ok(self.inner.lock().vote)
+    }
+
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: LogFlushed<TypeConfig>,
+    ) -> Result<(), StorageError>
+    where
+        I: IntoIterator<Item = Entry> + Send,
+        I::IntoIter: Send,
+    {
+        let mut inner = self.inner.lock();
+        let mut bytes = Vec::new();
+        let mut added = Vec::new();
+        for entry in entries {
+            let pos = inner.end + bytes.len() as u64;
+            if let Some((last, _)) = inner.entries.values().next_back() {
+                assert_eq!(
+                    entry.log_id.index,
+                    last.log_id.index + 1,
+                    "the metadata log has no holes"
+                );
+            }
+            bytes.extend_from_slice(&frame(&entry));
+            added.push((entry, pos));
+        }
+        let result = blocking(|| {
+            inner.file.write_all(&bytes)?;
+            inner.file.sync_data()
+        });
+        if let Err(e) = result {
+            callback.log_io_completed(Err(std::io::Error::other(e.to_string())));
+            return Err(StorageIOError::write_logs(&e).into());
+        }
+        inner.end += bytes.len() as u64;
+        for (entry, pos) in added {
+            inner.entries.insert(entry.log_id.index, (entry, pos));
+        }
+        callback.log_io_completed(Ok(()));
+        Ok(())
+    }
+
+    async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        let mut inner = self.inner.lock();
+        let Some(&(_, pos)) = inner.entries.get(&log_id.index) else {
+            return Ok(());
+        };
+        inner.entries.split_off(&log_id.index);
+        blocking(|| {
+            inner.file.set_len(pos)?;
+            inner.file.sync_all()
+        })
+        .map_err(|e| StorageError::from(StorageIOError::write_logs(&e)))?;
+        inner.end = pos;
+        Ok(())
+    }
+
+    async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        let mut inner = self.inner.lock();
+        assert!(
+            inner.purged.is_none_or(|p| p.index <= log_id.index),
+            "purges only move forward"
+        );
+        let bytes = serde_json::to_vec(&log_id).map_err(io_error)?;
+        blocking(|| write_durably(&inner.dir, PURGED_FILE, &bytes))
+            .map_err(|e| StorageError::from(StorageIOError::write_logs(&e)))?;
+        inner.purged = Some(log_id);
+        let kept = inner.entries.split_off(&(log_id.index + 1));
+        inner.entries = kept;
+        blocking(|| inner.rewrite())
+            .map_err(|e| StorageError::from(StorageIOError::write_logs(&e)))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,131 @@
+//! openraft's network: each voter reaches the others over the controller listener's
+//! protocol ([`crate::rpc`]), one connection per peer, reconnected after a failure. It
+//! also notes when each peer last answered an AppendEntries, which DescribeQuorum reports
+//! as the voter's last fetch.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, Unreachable};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use openraft::BasicNode;
+use parking_lot::Mutex;
+
+use crate::rpc::{Connection, Request, Response};
+use crate::types::{NodeId, TypeConfig};
+
+/// Wall-clock ms at which each peer last acknowledged an AppendEntries.
+pub type PeerAcks = Arc<Mutex<HashMap<NodeId, i64>>>;
+
+/// Makes one [`PeerClient`] per peer.
+#[derive(Debug, Clone, Default)]
+pub struct Network {
+    pub acks: PeerAcks,
+}
+
+impl RaftNetworkFactory<TypeConfig> for Network {
+    type Network = PeerClient;
+
+    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerClient {
+        PeerClient {
+            target,
+            addr: node.addr.clone(),
+            conn: None,
+            acks: self.acks.clone(),
+        }
+    }
+}
+
+/// The connection to one peer voter.
+#[derive(Debug)]
+pub struct PeerClient {
+    target: NodeId,
+    addr: String,
+    conn: Option<Connection>,
+    acks: PeerAcks,
+}
+
+type RpcResult<T, E = openraft::error::Infallible> =
+    Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
+
+impl PeerClient {
+    async fn call<E: std::error::Error>(
+        &mut self,
+        request: Request,
+        option: &RPCOption,
+    ) -> Result<Response, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>> {
+        let ttl = option.hard_ttl().max(Duration::from_millis(100));
+        if self.conn.is_none() {
+            let conn = Connection::connect(&self.addr, ttl)
+                .await
+                .map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?;
+            self.conn = Some(conn);
+        }
+        let conn = self.conn.as_mut().expect("connected above");
+        match conn.call(&request, ttl).await {
+            Ok(response) => Ok(response),
+            Err(e) => {
+                self.conn = None;
+                Err(RPCError::Network(NetworkError::new(&e)))
+            }
+        }
+    }
+}
+
+fn remote<E: std::error::Error>(
+    message: String,
+) -> RPCError<NodeId, BasicNode, RaftError<NodeId, E>> {
+    RPCError::Network(NetworkError::new(&std::io::Error::other(message)))
+}
+
+fn unexpected<E: std::error::Error>(
+    r: Response,
+) -> RPCError<NodeId, BasicNode, RaftError<NodeId, E>> {
+    remote(format!("unexpected response {r:?}"))
+}
+
+impl RaftNetwork<TypeConfig> for PeerClient {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> RpcResult<AppendEntriesResponse<NodeId>> {
+        match self.call(Request::AppendEntries(rpc), &option).await? {
+            Response::AppendEntries(Ok(r)) => {
+                self.acks.lock().insert(self.target, crate::now_ms());
+                Ok(r)
+            }
+            Response::AppendEntries(Err(e)) => Err(remote(e)),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> RpcResult<InstallSnapshotResponse<NodeId>, InstallSnapshotError> {
+        match self.call(Request::InstallSnapshot(rpc), &option).await? {
+            Response::InstallSnapshot(Ok(r)) => Ok(r),
+            Response::InstallSnapshot(Err(e)) => Err(remote(e)),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> RpcResult<VoteResponse<NodeId>> {
+        match self.call(Request::Vote(rpc), &option).await? {
+            Response::Vote(Ok(r)) => Ok(r),
+            Response::Vote(Err(e)) => Err(remote(e)),
+            other => Err(unexpected(other)),
+        }
+    }
+}

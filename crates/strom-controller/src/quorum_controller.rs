@@ -1,0 +1,673 @@
+//! The quorum controller: one metadata voter. It owns the openraft node (log store,
+//! state machine, network) and, while it is the active controller (the Raft leader), is
+//! the single writer of the metadata log: every change is decided by the pure control
+//! managers against the applied image, under one lock, and written as one Raft entry per
+//! bounded batch, so two changes never decide against the same stale image.
+//!
+//! Kafka's quorum timeouts map onto openraft's: `controller.quorum.election.timeout.ms`
+//! is the shortest time a follower waits for the leader before it stands for election
+//! (openraft's `election_timeout_min`), 1.5× that the longest (and the leader's lease),
+//! and the leader's heartbeat is a fifth of it, instead of openraft's 150–300 ms defaults
+//! that would elect spuriously on a loaded two-core machine.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use openraft::{BasicNode, Config, ServerState, SnapshotPolicy};
+use parking_lot::Mutex;
+use strom_metadata::{BrokerId, MetadataImage, MetadataRecord};
+use tokio::sync::watch;
+
+use crate::cluster_control::{BrokerHeartbeats, Heartbeat, Registration};
+use crate::log_store::LogStore;
+use crate::network::Network;
+use crate::replication_control::{self as replication, MAX_RECORDS_PER_BATCH};
+use crate::rpc::{
+    codes, AdminResult, AdminWrite, MetadataFetched, QuorumInfo, ReplicaState, Request, Response,
+    RpcError,
+};
+use crate::state_machine::StateMachine;
+use crate::types::{MetadataBatch, Raft};
+
+/// Producer ids handed to a broker at a time (Kafka's `ProducerIdsBlock` size).
+pub const PRODUCER_ID_BLOCK: i32 = 1000;
+/// Batches one metadata fetch returns at most.
+const MAX_FETCH_BATCHES: usize = 1000;
+/// A snapshot every this many entries.
+const SNAPSHOT_EVERY: u64 = 10_000;
+
+/// What a controller needs to run.
+#[derive(Debug, Clone)]
+pub struct QuorumConfig {
+    pub node_id: i32,
+    pub cluster_id: String,
+    /// Every voter: id and controller endpoint `host:port`.
+    pub voters: Vec<(i32, String)>,
+    /// `<metadata.log.dir>/__cluster_metadata-0`.
+    pub dir: PathBuf,
+    pub election_timeout_ms: u64,
+    pub fetch_timeout_ms: u64,
+    pub broker_session_timeout_ms: u64,
+}
+
+/// What the active controller tracks of each observer's fetches.
+#[derive(Debug, Clone, Copy)]
+struct ObserverFetch {
+    offset: i64,
+    at_ms: i64,
+}
+
+/// A running metadata voter.
+pub struct QuorumController {
+    config: QuorumConfig,
+    raft: Raft,
+    state: StateMachine,
+    network: Network,
+    heartbeats: Mutex<BrokerHeartbeats>,
+    observers: Mutex<HashMap<i32, ObserverFetch>>,
+    /// Held across deciding a change and writing it: the single writer.
+    writer: tokio::sync::Mutex<()>,
+    /// Where placement starts its round-robin, moved on by every creation.
+    placement: AtomicUsize,
+    shutdown: watch::Sender<bool>,
+}
+
+impl std::fmt::Debug for QuorumController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QuorumController")
+            .field("node_id", &self.config.node_id)
+            .finish()
+    }
+}
+
+fn not_controller(raft_leader: Option<u64>) -> Response {
+    Response::NotController {
+        leader: raft_leader.map(|l| l as i32),
+    }
+}
+
+impl QuorumController {
+    /// Opens the metadata log and starts this voter. A voter whose log is empty proposes
+    /// the static voter set (`controller.quorum.voters`); every voter may, with the same
+    /// set, and openraft keeps the first.
+    pub async fn start(config: QuorumConfig) -> std::io::Result<Arc<Self>> {
+        let log = LogStore::open(&config.dir)?;
+        let state = StateMachine::open(&config.dir, &config.cluster_id)?;
+        let election = config.election_timeout_ms.max(10);
+        let raft_config = Config {
+            cluster_name: config.cluster_id.clone(),
+            election_timeout_min: election,
+            election_timeout_max: election + election / 2,
+            heartbeat_interval: (election / 5).max(1),
+            install_snapshot_timeout: config.fetch_timeout_ms.max(election),
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(SNAPSHOT_EVERY),
+            max_in_snapshot_log_to_keep: 1000,
+            ..Default::default()
+        }
+        .validate()
+        .map_err(std::io::Error::other)?;
+        let network = Network::default();
+        let fresh = log.last_log_id().is_none() && state.read(|a| a.last_applied.is_none());
+        let raft = Raft::new(
+            config.node_id as u64,
+            Arc::new(raft_config),
+            network.clone(),
+            log.clone(),
+            state.clone(),
+        )
+        .await
+        .map_err(std::io::Error::other)?;
+        if fresh {
+            let members: BTreeMap<u64, BasicNode> = config
+                .voters
+                .iter()
+                .map(|(id, addr)| (*id as u64, BasicNode::new(addr)))
+                .collect();
+            if let Err(e) = raft.initialize(members).await {
+                tracing::debug!(error = %e, "metadata quorum already initialized");
+            }
+        }
+        let controller = Arc::new(Self {
+            config,
+            raft,
+            state,
+            network,
+            heartbeats: Mutex::new(BrokerHeartbeats::default()),
+            observers: Mutex::new(HashMap::new()),
+            writer: tokio::sync::Mutex::new(()),
+            placement: AtomicUsize::new(0),
+            shutdown: watch::channel(false).0,
+        });
+        tokio::spawn(controller.clone().watch_leadership());
+        tokio::spawn(controller.clone().fence_expired_brokers());
+        Ok(controller)
+    }
+
+    pub fn node_id(&self) -> i32 {
+        self.config.node_id
+    }
+
+    /// The applied metadata image.
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.state.image()
+    }
+
+    /// The active controller as this voter knows it.
+    pub fn leader(&self) -> Option<i32> {
+        self.raft
+            .metrics()
+            .borrow()
+            .current_leader
+            .map(|l| l as i32)
+    }
+
+    fn is_leader(&self) -> bool {
+        self.raft.metrics().borrow().state == ServerState::Leader
+    }
+
+    /// Starts every broker's session afresh whenever this voter becomes the active
+    /// controller (Kafka's new controller does the same: it cannot know when the brokers
+    /// were last heard from by its predecessor).
+    async fn watch_leadership(self: Arc<Self>) {
+        let mut metrics = self.raft.metrics();
+        let mut shutdown = self.shutdown.subscribe();
+        let mut leading_term = None;
+        loop {
+            let (leading, term) = {
+                let m = metrics.borrow();
+                (m.state == ServerState::Leader, m.current_term)
+            };
+            if leading && leading_term != Some(term) {
+                leading_term = Some(term);
+                self.heartbeats.lock().reset(&self.image(), Instant::now());
+                tracing::info!(
+                    node = self.config.node_id,
+                    term,
+                    "this node is the active controller"
+                );
+            } else if !leading {
+                leading_term = None;
+            }
+            tokio::select! {
+                changed = metrics.changed() => if changed.is_err() { return },
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
+
+    /// Fences brokers whose session expired, one at a time, while this voter leads.
+    async fn fence_expired_brokers(self: Arc<Self>) {
+        let session = Duration::from_millis(self.config.broker_session_timeout_ms);
+        let tick =
+            Duration::from_millis((self.config.broker_session_timeout_ms / 20).clamp(10, 250));
+        let mut shutdown = self.shutdown.subscribe();
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(tick) => {}
+                _ = shutdown.changed() => return,
+            }
+            if !self.is_leader() {
+                continue;
+            }
+            let expired = self
+                .heartbeats
+                .lock()
+                .expired(&self.image(), session, Instant::now());
+            for broker in expired {
+                let result = self
+                    .write_with(|image, hb| {
+                        let still = hb.expired(image, session, Instant::now()).contains(&broker);
+                        Ok((
+                            if still {
+                                BrokerHeartbeats::fence(image, broker)
+                            } else {
+                                Vec::new()
+                            },
+                            (),
+                        ))
+                    })
+                    .await;
+                match result {
+                    Ok(()) => tracing::warn!(
+                        broker = broker.0,
+                        session_ms = session.as_millis() as u64,
+                        "fenced broker: no heartbeat within broker.session.timeout.ms"
+                    ),
+                    Err(e) => {
+                        tracing::debug!(broker = broker.0, error = ?e, "could not fence broker")
+                    }
+                }
+            }
+        }
+    }
+
+    /// Decides a change with `decide` against the up-to-date image and writes its records
+    /// in batches of at most `MAX_RECORDS_PER_BATCH`. Only the active controller writes;
+    /// others answer NOT_CONTROLLER.
+    async fn write_with<T>(
+        &self,
+        decide: impl FnOnce(
+            &MetadataImage,
+            &mut BrokerHeartbeats,
+        ) -> Result<(Vec<MetadataRecord>, T), RpcError>,
+    ) -> Result<T, Response> {
+        let _writer = self.writer.lock().await;
+        if let Err(e) = self.raft.ensure_linearizable().await {
+            return Err(not_controller(
+                e.forward_to_leader().and_then(|f| f.leader_id),
+            ));
+        }
+        let image = self.image();
+        let (records, reply) = {
+            let mut hb = self.heartbeats.lock();
+            decide(&image, &mut hb)
+        }
+        .map_err(|e| Response::Admin(Err(e)))?;
+        for chunk in records.chunks(MAX_RECORDS_PER_BATCH) {
+            if let Err(e) = self.raft.client_write(MetadataBatch(chunk.to_vec())).await {
+                return Err(match e.forward_to_leader() {
+                    Some(f) => not_controller(f.leader_id),
+                    None => Response::Admin(Err(RpcError::new(
+                        codes::UNKNOWN_SERVER_ERROR,
+                        e.to_string(),
+                    ))),
+                });
+            }
+        }
+        Ok(reply)
+    }
+
+    fn check_cluster(&self, cluster_id: &str) -> Result<(), RpcError> {
+        if cluster_id != self.config.cluster_id {
+            return Err(RpcError::new(
+                codes::INCONSISTENT_CLUSTER_ID,
+                format!(
+                    "The cluster id {cluster_id} in the request does not match this cluster's {}.",
+                    self.config.cluster_id
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Answers one request of the controller listener.
+    pub async fn handle(self: &Arc<Self>, request: Request) -> Response {
+        match request {
+            Request::AppendEntries(r) => Response::AppendEntries(
+                self.raft.append_entries(r).await.map_err(|e| e.to_string()),
+            ),
+            Request::Vote(r) => Response::Vote(self.raft.vote(r).await.map_err(|e| e.to_string())),
+            Request::InstallSnapshot(r) => Response::InstallSnapshot(
+                self.raft
+                    .install_snapshot(r)
+                    .await
+                    .map_err(|e| e.to_string()),
+            ),
+            Request::EndQuorumEpoch => {
+                if let Err(e) = self.raft.trigger().elect().await {
+                    tracing::warn!(error = %e, "could not start the election asked for");
+                }
+                Response::EndQuorumEpoch
+            }
+            Request::FetchMetadata {
+                cluster_id,
+                broker_id,
+                offset,
+                max_wait_ms,
+            } => Response::FetchMetadata(match self.check_cluster(&cluster_id) {
+                Err(e) => Err(e),
+                Ok(()) => Ok(self.fetch_metadata(broker_id, offset, max_wait_ms).await),
+            }),
+            Request::DescribeQuorum => self.describe_quorum(),
+            other => self.handle_write(other).await,
+        }
+    }
+
+    async fn handle_write(self: &Arc<Self>, request: Request) -> Response {
+        if !self.is_leader() {
+            return not_controller(self.raft.metrics().borrow().current_leader);
+        }
+        match request {
+            Request::BrokerRegistration {
+                cluster_id,
+                broker_id,
+                incarnation_id,
+                endpoints,
+                rack,
+            } => {
+                if let Err(e) = self.check_cluster(&cluster_id) {
+                    return Response::BrokerRegistration(Err(e));
+                }
+                let session = Duration::from_millis(self.config.broker_session_timeout_ms);
+                let registration = Registration {
+                    broker_id,
+                    incarnation_id,
+                    endpoints,
+                    rack,
+                };
+                let result = self
+                    .write_with(|image, hb| {
+                        Ok((
+                            hb.register(image, &registration, session, Instant::now())?,
+                            (),
+                        ))
+                    })
+                    .await;
+                match result {
+                    Ok(()) => {
+                        Response::BrokerRegistration(Ok(self.image().brokers[&broker_id].epoch))
+                    }
+                    Err(Response::Admin(Err(e))) => Response::BrokerRegistration(Err(e)),
+                    Err(other) => other,
+                }
+            }
+            Request::BrokerHeartbeat {
+                cluster_id,
+                broker_id,
+                broker_epoch,
+                current_metadata_offset,
+                want_fence,
+                want_shut_down,
+            } => {
+                if let Err(e) = self.check_cluster(&cluster_id) {
+                    return Response::BrokerHeartbeat(Err(e));
+                }
+                let beat = Heartbeat {
+                    broker_id,
+                    broker_epoch,
+                    current_metadata_offset,
+                    want_fence,
+                    want_shut_down,
+                };
+                let first = self
+                    .heartbeats
+                    .lock()
+                    .heartbeat(&self.image(), &beat, Instant::now());
+                match first {
+                    Err(e) => Response::BrokerHeartbeat(Err(e)),
+                    Ok((records, reply)) if records.is_empty() => {
+                        Response::BrokerHeartbeat(Ok(reply))
+                    }
+                    Ok(_) => match self
+                        .write_with(|image, hb| hb.heartbeat(image, &beat, Instant::now()))
+                        .await
+                    {
+                        Ok(reply) => Response::BrokerHeartbeat(Ok(reply)),
+                        Err(Response::Admin(Err(e))) => Response::BrokerHeartbeat(Err(e)),
+                        Err(other) => other,
+                    },
+                }
+            }
+            Request::AllocateProducerIds {
+                cluster_id,
+                broker_id,
+                broker_epoch,
+            } => {
+                if let Err(e) = self.check_cluster(&cluster_id) {
+                    return Response::AllocateProducerIds(Err(e));
+                }
+                let result = self
+                    .write_with(|image, _| {
+                        match image.brokers.get(&broker_id) {
+                            Some(b) if b.epoch == broker_epoch => {}
+                            _ => {
+                                return Err(RpcError::new(
+                                    codes::STALE_BROKER_EPOCH,
+                                    format!(
+                                        "Broker {} with epoch {broker_epoch} is not registered.",
+                                        broker_id.0
+                                    ),
+                                ))
+                            }
+                        }
+                        let first = image.next_producer_id;
+                        let record = MetadataRecord::ProducerIds {
+                            broker_id,
+                            broker_epoch,
+                            next_producer_id: first + i64::from(PRODUCER_ID_BLOCK),
+                        };
+                        Ok((vec![record], (first, PRODUCER_ID_BLOCK)))
+                    })
+                    .await;
+                match result {
+                    Ok(block) => Response::AllocateProducerIds(Ok(block)),
+                    Err(Response::Admin(Err(e))) => Response::AllocateProducerIds(Err(e)),
+                    Err(other) => other,
+                }
+            }
+            Request::Admin { cluster_id, write } => {
+                if let Err(e) = self.check_cluster(&cluster_id) {
+                    return Response::Admin(Err(e));
+                }
+                match self.admin(write).await {
+                    Ok(result) => Response::Admin(Ok(result)),
+                    Err(response) => response,
+                }
+            }
+            other => Response::Admin(Err(RpcError::new(
+                codes::INVALID_REQUEST,
+                format!("unexpected request {other:?}"),
+            ))),
+        }
+    }
+
+    async fn admin(&self, write: AdminWrite) -> Result<AdminResult, Response> {
+        let start = self.placement.fetch_add(1, Ordering::Relaxed);
+        match write {
+            AdminWrite::CreateTopics {
+                topics,
+                validate_only,
+            } => {
+                self.write_with(|image, _| {
+                    let (records, results) = replication::create_topics(image, &topics, start);
+                    Ok((
+                        if validate_only { Vec::new() } else { records },
+                        AdminResult::CreateTopics(results),
+                    ))
+                })
+                .await
+            }
+            AdminWrite::CreatePartitions {
+                topic,
+                count,
+                assignments,
+                validate_only,
+            } => {
+                self.write_with(|image, _| {
+                    Ok(
+                        match replication::create_partitions(
+                            image,
+                            &topic,
+                            count,
+                            &assignments,
+                            start,
+                        ) {
+                            Ok(records) => (
+                                if validate_only { Vec::new() } else { records },
+                                AdminResult::CreatePartitions(Ok(())),
+                            ),
+                            Err(e) => (Vec::new(), AdminResult::CreatePartitions(Err(e))),
+                        },
+                    )
+                })
+                .await
+            }
+            AdminWrite::DeleteTopics { names } => {
+                self.write_with(|image, _| {
+                    let (records, results) = replication::delete_topics(image, &names);
+                    Ok((records, AdminResult::DeleteTopics(results)))
+                })
+                .await
+            }
+            AdminWrite::AlterConfigs {
+                resource,
+                changes,
+                replace,
+                validate_only,
+            } => {
+                self.write_with(|image, _| {
+                    Ok(
+                        match replication::alter_configs(image, &resource, &changes, replace) {
+                            Ok(records) => (
+                                if validate_only { Vec::new() } else { records },
+                                AdminResult::AlterConfigs(Ok(())),
+                            ),
+                            Err(e) => (Vec::new(), AdminResult::AlterConfigs(Err(e))),
+                        },
+                    )
+                })
+                .await
+            }
+        }
+    }
+
+    /// An observer's fetch: what it misses after `offset`, waiting up to `max_wait_ms`
+    /// for something new when it has everything.
+    async fn fetch_metadata(
+        &self,
+        broker: BrokerId,
+        offset: i64,
+        max_wait_ms: u64,
+    ) -> MetadataFetched {
+        self.observers.lock().insert(
+            broker.0,
+            ObserverFetch {
+                offset,
+                at_ms: crate::now_ms(),
+            },
+        );
+        let mut applied = self.state.subscribe();
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(max_wait_ms.min(30_000));
+        loop {
+            if let Some(delta) = self
+                .state
+                .read(|a| a.delta_since(offset, MAX_FETCH_BATCHES))
+            {
+                return MetadataFetched {
+                    leader_id: self.leader().unwrap_or(-1),
+                    delta: Some(delta),
+                };
+            }
+            tokio::select! {
+                changed = applied.changed() => if changed.is_err() { break },
+                _ = tokio::time::sleep_until(deadline) => break,
+            }
+        }
+        MetadataFetched {
+            leader_id: self.leader().unwrap_or(-1),
+            delta: None,
+        }
+    }
+
+    /// DescribeQuorum, from the active controller's view of replication.
+    fn describe_quorum(&self) -> Response {
+        let m = self.raft.metrics().borrow().clone();
+        if m.state != ServerState::Leader {
+            return not_controller(m.current_leader);
+        }
+        let leo = m.last_log_index.map_or(0, |i| i as i64 + 1);
+        let hw = m.last_applied.map_or(0, |l| l.index as i64 + 1);
+        let now = crate::now_ms();
+        let acks = self.network.acks.lock().clone();
+        let matched = m.replication.clone().unwrap_or_default();
+        let voter_ids: BTreeSet<u64> = m.membership_config.membership().voter_ids().collect();
+        let voters = voter_ids
+            .iter()
+            .map(|id| {
+                if *id == self.config.node_id as u64 {
+                    ReplicaState {
+                        replica_id: *id as i32,
+                        log_end_offset: leo,
+                        last_fetch_timestamp: now,
+                        last_caught_up_timestamp: now,
+                    }
+                } else {
+                    let end = matched
+                        .get(id)
+                        .cloned()
+                        .flatten()
+                        .map_or(-1, |l| l.index as i64 + 1);
+                    let at = acks.get(id).copied().unwrap_or(-1);
+                    ReplicaState {
+                        replica_id: *id as i32,
+                        log_end_offset: end,
+                        last_fetch_timestamp: at,
+                        last_caught_up_timestamp: if end >= leo { at } else { -1 },
+                    }
+                }
+            })
+            .collect();
+        let observers = self
+            .observers
+            .lock()
+            .iter()
+            .filter(|(id, _)| !voter_ids.contains(&(**id as u64)))
+            .map(|(id, f)| ReplicaState {
+                replica_id: *id,
+                log_end_offset: f.offset + 1,
+                last_fetch_timestamp: f.at_ms,
+                last_caught_up_timestamp: if f.offset + 1 >= hw { f.at_ms } else { -1 },
+            })
+            .collect();
+        Response::DescribeQuorum(Ok(QuorumInfo {
+            leader_id: self.config.node_id,
+            leader_epoch: m.current_term as i32,
+            high_watermark: hw,
+            voters,
+            observers,
+            voter_endpoints: self.config.voters.clone(),
+        }))
+    }
+
+    /// Leaves the quorum for a shutdown. An active controller first asks the most
+    /// caught-up follower to stand for election (Kafka's EndQuorumEpoch) and waits, up to
+    /// an election timeout, for it to win, so the quorum does not wait out its lease.
+    pub async fn shutdown(&self) {
+        let _ = self.shutdown.send(true);
+        let m = self.raft.metrics().borrow().clone();
+        if m.state == ServerState::Leader && self.config.voters.len() > 1 {
+            let successor = m
+                .replication
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|(id, _)| *id != self.config.node_id as u64)
+                .max_by_key(|(_, l)| l.map(|l| l.index));
+            if let Some((id, _)) = successor {
+                if let Some((_, addr)) = self.config.voters.iter().find(|(v, _)| *v as u64 == id) {
+                    let timeout = Duration::from_millis(self.config.election_timeout_ms);
+                    if let Ok(mut conn) = crate::rpc::Connection::connect(addr, timeout).await {
+                        let _ = conn.call(&Request::EndQuorumEpoch, timeout).await;
+                        let mut metrics = self.raft.metrics();
+                        let handed_over = tokio::time::timeout(timeout * 2, async {
+                            loop {
+                                if metrics
+                                    .borrow()
+                                    .current_leader
+                                    .is_some_and(|l| l != self.config.node_id as u64)
+                                {
+                                    return;
+                                }
+                                if metrics.changed().await.is_err() {
+                                    return;
+                                }
+                            }
+                        })
+                        .await;
+                        tracing::info!(
+                            successor = id,
+                            handed_over = handed_over.is_ok(),
+                            "resigned as active controller"
+                        );
+                    }
+                }
+            }
+        }
+        if let Err(e) = self.raft.shutdown().await {
+            tracing::warn!(error = %e, "metadata quorum did not shut down cleanly");
+        }
+    }
+}

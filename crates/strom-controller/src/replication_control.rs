@@ -1,0 +1,544 @@
+//! Replication control, as Kafka's `ReplicationControlManager`: topics, their partitions'
+//! placement, and leader elections when brokers come and go. Every function here is pure:
+//! it reads the image and returns the records of the change (and the reply), which take
+//! effect only once the quorum has committed them.
+//!
+//! Elections follow `PartitionChangeBuilder`: keep the current leader while it is valid,
+//! else the first replica in assignment order that is in the ISR and active; the ISR is
+//! never emptied (the last member stays, with leader -1, "last replica standing").
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use strom_metadata::{
+    BrokerId, ConfigResource, LeaderEpoch, MetadataImage, MetadataRecord, PartitionEpoch,
+    PartitionRegistration,
+};
+use uuid::Uuid;
+
+use crate::rpc::{codes, CreatedTopic, NewTopic, RpcError};
+
+/// The highest replication factor this build replicates. Data replication between
+/// brokers (ISR fetching) is the next step; until it exists, a factor above 1 would
+/// promise copies that are not made, so it is refused.
+pub const MAX_REPLICATION_FACTOR: usize = 1;
+
+/// The most records one change writes in one batch (Kafka's `MAX_RECORDS_PER_BATCH`).
+pub const MAX_RECORDS_PER_BATCH: usize = 10_000;
+
+/// The active brokers, sorted: the candidates for new replicas.
+fn usable_brokers(image: &MetadataImage) -> Vec<BrokerId> {
+    image
+        .brokers
+        .values()
+        .filter(|b| b.is_active())
+        .map(|b| b.id)
+        .collect()
+}
+
+/// Replicas for `count` new partitions, starting at partition `first`: replica j of
+/// partition p on broker `(start + p + j) mod n`, so leaders (replica 0) go round-robin
+/// over the brokers and a partition's replicas are distinct.
+fn place(
+    brokers: &[BrokerId],
+    first: i32,
+    count: i32,
+    rf: usize,
+    start: usize,
+) -> Vec<Vec<BrokerId>> {
+    (first..first + count)
+        .map(|p| {
+            (0..rf)
+                .map(|j| brokers[(start + p as usize + j) % brokers.len()])
+                .collect()
+        })
+        .collect()
+}
+
+/// The brokers a manual assignment may name: every registered broker.
+fn check_assignment(image: &MetadataImage, assignments: &[Vec<BrokerId>]) -> Result<(), RpcError> {
+    let invalid = |m: String| RpcError::new(codes::INVALID_REPLICA_ASSIGNMENT, m);
+    let rf = assignments.first().map_or(0, Vec::len);
+    for replicas in assignments {
+        if replicas.is_empty() {
+            return Err(invalid(
+                "The manual partition assignment includes an empty replica list.".into(),
+            ));
+        }
+        if replicas.len() != rf {
+            return Err(invalid(format!(
+                "The manual partition assignment includes a partition with {} replica(s), but this is not consistent with previous partitions, which have {rf} replica(s).",
+                replicas.len()
+            )));
+        }
+        for (i, b) in replicas.iter().enumerate() {
+            if replicas[..i].contains(b) {
+                return Err(invalid(format!(
+                    "The manual partition assignment includes the broker {} more than once.",
+                    b.0
+                )));
+            }
+            if !image.brokers.contains_key(b) {
+                return Err(invalid(format!(
+                    "The manual partition assignment includes broker {}, but no broker with that ID is registered.",
+                    b.0
+                )));
+            }
+        }
+    }
+    check_replication_factor(rf)
+}
+
+fn check_replication_factor(rf: usize) -> Result<(), RpcError> {
+    if rf > MAX_REPLICATION_FACTOR {
+        return Err(RpcError::new(
+            codes::INVALID_REPLICATION_FACTOR,
+            format!(
+                "Replication factor {rf} is not supported yet: strom replicates partitions between brokers in a later version; use replication factor {MAX_REPLICATION_FACTOR}."
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The registrations of new partitions: the ISR is the active replicas, the leader the
+/// first of them.
+fn partition_records(
+    image: &MetadataImage,
+    topic_id: Uuid,
+    first: i32,
+    assignments: Vec<Vec<BrokerId>>,
+) -> Vec<MetadataRecord> {
+    assignments
+        .into_iter()
+        .enumerate()
+        .map(|(i, replicas)| {
+            let active: Vec<BrokerId> = replicas
+                .iter()
+                .copied()
+                .filter(|b| image.is_active(*b))
+                .collect();
+            let isr = if active.is_empty() {
+                replicas.clone()
+            } else {
+                active
+            };
+            let leader = isr
+                .iter()
+                .copied()
+                .find(|b| image.is_active(*b))
+                .unwrap_or(BrokerId::NONE);
+            MetadataRecord::Partition {
+                topic_id,
+                partition_id: first + i as i32,
+                replicas,
+                isr,
+                leader,
+                leader_epoch: LeaderEpoch(0),
+                partition_epoch: PartitionEpoch(0),
+            }
+        })
+        .collect()
+}
+
+/// CreateTopics: the records of every topic that can be created, and a result for each.
+/// `start` picks the first leader (the caller passes a rotating value, as Kafka starts
+/// at a random broker).
+pub fn create_topics(
+    image: &MetadataImage,
+    topics: &[NewTopic],
+    start: usize,
+) -> (Vec<MetadataRecord>, Vec<Result<CreatedTopic, RpcError>>) {
+    let mut records = Vec::new();
+    let mut results = Vec::new();
+    let mut names_in_request = BTreeSet::new();
+    for topic in topics {
+        let result = create_topic(image, topic, start, &names_in_request);
+        if let Ok((created, topic_records)) = result {
+            names_in_request.insert(topic.name.clone());
+            records.extend(topic_records);
+            results.push(Ok(created));
+        } else if let Err(e) = result {
+            results.push(Err(e));
+        }
+    }
+    (records, results)
+}
+
+fn create_topic(
+    image: &MetadataImage,
+    topic: &NewTopic,
+    start: usize,
+    earlier: &BTreeSet<String>,
+) -> Result<(CreatedTopic, Vec<MetadataRecord>), RpcError> {
+    if image.topic(&topic.name).is_some() || earlier.contains(&topic.name) {
+        return Err(RpcError::new(
+            codes::TOPIC_ALREADY_EXISTS,
+            format!("Topic '{}' already exists.", topic.name),
+        ));
+    }
+    let assignments = if topic.assignments.is_empty() {
+        if topic.partitions < 1 {
+            return Err(RpcError::new(
+                codes::INVALID_PARTITIONS,
+                "Number of partitions must be larger than 0.",
+            ));
+        }
+        if topic.replication_factor < 1 {
+            return Err(RpcError::new(
+                codes::INVALID_REPLICATION_FACTOR,
+                "Replication factor must be larger than 0.",
+            ));
+        }
+        let rf = topic.replication_factor as usize;
+        let brokers = usable_brokers(image);
+        if rf > brokers.len() {
+            return Err(RpcError::new(
+                codes::INVALID_REPLICATION_FACTOR,
+                format!(
+                    "Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {} broker(s) are registered.",
+                    brokers.len()
+                ),
+            ));
+        }
+        check_replication_factor(rf)?;
+        place(&brokers, 0, topic.partitions, rf, start)
+    } else {
+        check_assignment(image, &topic.assignments)?;
+        topic.assignments.clone()
+    };
+    let topic_id = Uuid::new_v4();
+    let created = CreatedTopic {
+        topic_id,
+        partitions: assignments.len() as i32,
+        replication_factor: assignments[0].len() as i16,
+    };
+    let mut records = vec![MetadataRecord::Topic {
+        name: topic.name.clone(),
+        topic_id,
+    }];
+    for (name, value) in &topic.configs {
+        records.push(MetadataRecord::Config {
+            resource: ConfigResource::Topic(topic.name.clone()),
+            name: name.clone(),
+            value: Some(value.clone()),
+        });
+    }
+    records.extend(partition_records(image, topic_id, 0, assignments));
+    Ok((created, records))
+}
+
+/// CreatePartitions: grows `name` to `count` partitions, placed as its existing ones.
+pub fn create_partitions(
+    image: &MetadataImage,
+    name: &str,
+    count: i32,
+    assignments: &[Vec<BrokerId>],
+    start: usize,
+) -> Result<Vec<MetadataRecord>, RpcError> {
+    let topic = image.topic(name).ok_or_else(|| {
+        RpcError::new(
+            codes::UNKNOWN_TOPIC_OR_PARTITION,
+            "This server does not host this topic-partition.",
+        )
+    })?;
+    let current = topic.partitions.len() as i32;
+    if count <= current {
+        return Err(RpcError::new(
+            codes::INVALID_PARTITIONS,
+            format!("Topic currently has {current} partitions, which is higher than the requested {count}."),
+        ));
+    }
+    let adding = count - current;
+    let assignments = if assignments.is_empty() {
+        let rf = topic.replication_factor().max(1);
+        let brokers = usable_brokers(image);
+        if rf > brokers.len() {
+            return Err(RpcError::new(
+                codes::INVALID_REPLICATION_FACTOR,
+                format!(
+                    "Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {} broker(s) are registered.",
+                    brokers.len()
+                ),
+            ));
+        }
+        place(&brokers, current, adding, rf, start)
+    } else {
+        if assignments.len() as i32 != adding {
+            return Err(RpcError::new(
+                codes::INVALID_REPLICA_ASSIGNMENT,
+                format!(
+                    "Increasing the number of partitions by {adding} but {} assignments provided.",
+                    assignments.len()
+                ),
+            ));
+        }
+        check_assignment(image, assignments)?;
+        assignments.to_vec()
+    };
+    Ok(partition_records(image, topic.id, current, assignments))
+}
+
+/// DeleteTopics: a `RemoveTopicRecord` per topic, or why not.
+pub fn delete_topics(
+    image: &MetadataImage,
+    names: &[String],
+) -> (Vec<MetadataRecord>, Vec<Result<Uuid, RpcError>>) {
+    let mut records = Vec::new();
+    let mut seen = BTreeSet::new();
+    let results = names
+        .iter()
+        .map(|name| match image.topic(name) {
+            Some(t) if seen.insert(t.id) => {
+                records.push(MetadataRecord::RemoveTopic { topic_id: t.id });
+                Ok(t.id)
+            }
+            _ => Err(RpcError::new(
+                codes::UNKNOWN_TOPIC_OR_PARTITION,
+                "This server does not host this topic-partition.",
+            )),
+        })
+        .collect();
+    (records, results)
+}
+
+/// AlterConfigs / IncrementalAlterConfigs (values validated by the broker).
+pub fn alter_configs(
+    image: &MetadataImage,
+    resource: &ConfigResource,
+    changes: &[(String, Option<String>)],
+    replace: bool,
+) -> Result<Vec<MetadataRecord>, RpcError> {
+    if let ConfigResource::Topic(name) = resource {
+        if image.topic(name).is_none() {
+            return Err(RpcError::new(
+                codes::UNKNOWN_TOPIC_OR_PARTITION,
+                format!("Topic {name} does not exist."),
+            ));
+        }
+    }
+    let current: BTreeMap<String, String> =
+        image.configs.get(resource).cloned().unwrap_or_default();
+    let mut records = Vec::new();
+    if replace {
+        for key in current
+            .keys()
+            .filter(|k| !changes.iter().any(|(c, _)| c == *k))
+        {
+            records.push(MetadataRecord::Config {
+                resource: resource.clone(),
+                name: key.clone(),
+                value: None,
+            });
+        }
+    }
+    for (name, value) in changes {
+        records.push(MetadataRecord::Config {
+            resource: resource.clone(),
+            name: name.clone(),
+            value: value.clone(),
+        });
+    }
+    Ok(records)
+}
+
+/// The leader a partition should have when the brokers for which `active` holds are
+/// the ones that may lead: the current one if it still may, else the first active ISR
+/// member in assignment order, else none.
+fn elect(
+    p: &PartitionRegistration,
+    isr: &[BrokerId],
+    active: &impl Fn(BrokerId) -> bool,
+) -> BrokerId {
+    if p.has_leader() && isr.contains(&p.leader) && active(p.leader) {
+        return p.leader;
+    }
+    p.replicas
+        .iter()
+        .copied()
+        .find(|r| isr.contains(r) && active(*r))
+        .unwrap_or(BrokerId::NONE)
+}
+
+/// The partition changes after `broker` stops being usable (fenced, or in controlled
+/// shutdown): it leaves every ISR it can leave, and partitions it led get new leaders.
+pub fn broker_gone(image: &MetadataImage, broker: BrokerId) -> Vec<MetadataRecord> {
+    let active = |b: BrokerId| b != broker && image.is_active(b);
+    let mut records = Vec::new();
+    for topic in image.topics() {
+        for (index, p) in topic.partitions.iter().enumerate() {
+            if !p.isr.contains(&broker) && p.leader != broker {
+                continue;
+            }
+            let isr: Vec<BrokerId> = if p.isr.len() > 1 {
+                p.isr.iter().copied().filter(|b| *b != broker).collect()
+            } else {
+                p.isr.clone()
+            };
+            let leader = elect(p, &isr, &active);
+            let change = MetadataRecord::PartitionChange {
+                topic_id: topic.id,
+                partition_id: index as i32,
+                leader: (leader != p.leader).then_some(leader),
+                isr: (isr != p.isr).then_some(isr),
+            };
+            if !matches!(
+                &change,
+                MetadataRecord::PartitionChange {
+                    leader: None,
+                    isr: None,
+                    ..
+                }
+            ) {
+                records.push(change);
+            }
+        }
+    }
+    records
+}
+
+/// The partition changes after `broker` becomes usable again: partitions without a
+/// leader whose ISR holds it get one.
+pub fn broker_back(image: &MetadataImage, broker: BrokerId) -> Vec<MetadataRecord> {
+    let active = |b: BrokerId| b == broker || image.is_active(b);
+    let mut records = Vec::new();
+    for topic in image.topics() {
+        for (index, p) in topic.partitions.iter().enumerate() {
+            if p.has_leader() || !p.isr.contains(&broker) {
+                continue;
+            }
+            let leader = elect(p, &p.isr, &active);
+            if leader != p.leader {
+                records.push(MetadataRecord::PartitionChange {
+                    topic_id: topic.id,
+                    partition_id: index as i32,
+                    leader: Some(leader),
+                    isr: None,
+                });
+            }
+        }
+    }
+    records
+}
+
+/// How many partitions `broker` leads.
+pub fn leader_count(image: &MetadataImage, broker: BrokerId) -> usize {
+    image
+        .topics()
+        .flat_map(|t| t.partitions.iter())
+        .filter(|p| p.leader == broker)
+        .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strom_metadata::Endpoint;
+
+    fn cluster(brokers: &[i32]) -> MetadataImage {
+        let records: Vec<MetadataRecord> = brokers
+            .iter()
+            .flat_map(|b| {
+                [MetadataRecord::RegisterBroker {
+                    broker_id: BrokerId(*b),
+                    incarnation_id: Uuid::new_v4(),
+                    endpoints: vec![Endpoint {
+                        listener: "PLAINTEXT".into(),
+                        host: "h".into(),
+                        port: 9092,
+                    }],
+                    rack: None,
+                    fenced: false,
+                }]
+            })
+            .collect();
+        MetadataImage::new("c", 1).apply_at(1, &records)
+    }
+
+    fn new_topic(name: &str, partitions: i32, rf: i16) -> NewTopic {
+        NewTopic {
+            name: name.into(),
+            partitions,
+            replication_factor: rf,
+            assignments: vec![],
+            configs: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn leaders_are_spread_round_robin() {
+        let image = cluster(&[1, 2, 3]);
+        let (records, results) = create_topics(&image, &[new_topic("t", 6, 1)], 0);
+        assert!(results[0].is_ok());
+        let image = image.apply_at(2, &records);
+        let leaders: Vec<i32> = image
+            .topic("t")
+            .unwrap()
+            .partitions
+            .iter()
+            .map(|p| p.leader.0)
+            .collect();
+        assert_eq!(leaders, vec![1, 2, 3, 1, 2, 3]);
+    }
+
+    #[test]
+    fn a_replication_factor_above_the_live_brokers_is_refused() {
+        let image = cluster(&[1]);
+        let (records, results) = create_topics(&image, &[new_topic("t", 1, 2)], 0);
+        assert!(records.is_empty());
+        let e = results[0].clone().unwrap_err();
+        assert_eq!(e.code, codes::INVALID_REPLICATION_FACTOR);
+        assert!(
+            e.message.contains("only 1 broker(s) are registered"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn a_gone_leader_leaves_its_partitions_leaderless_but_never_empties_an_isr() {
+        let image = cluster(&[1, 2]);
+        let (records, _) = create_topics(&image, &[new_topic("t", 2, 1)], 0);
+        let image = image.apply_at(2, &records);
+        let changes = broker_gone(&image, BrokerId(1));
+        assert_eq!(changes.len(), 1);
+        let image = image.apply_at(3, &changes);
+        let p0 = &image.topic("t").unwrap().partitions[0];
+        assert_eq!(
+            (p0.leader, p0.isr.clone()),
+            (BrokerId::NONE, vec![BrokerId(1)])
+        );
+        assert_eq!(p0.leader_epoch, LeaderEpoch(1));
+        let back = broker_back(&image, BrokerId(1));
+        let image = image.apply_at(4, &back);
+        let p0 = &image.topic("t").unwrap().partitions[0];
+        assert_eq!((p0.leader, p0.leader_epoch), (BrokerId(1), LeaderEpoch(2)));
+    }
+
+    #[test]
+    fn a_gone_leader_hands_over_to_the_next_isr_member_in_assignment_order() {
+        let image = cluster(&[1, 2, 3]);
+        let id = Uuid::new_v4();
+        let image = image.apply_at(
+            2,
+            &[
+                MetadataRecord::Topic {
+                    name: "t".into(),
+                    topic_id: id,
+                },
+                MetadataRecord::Partition {
+                    topic_id: id,
+                    partition_id: 0,
+                    replicas: vec![BrokerId(1), BrokerId(3), BrokerId(2)],
+                    isr: vec![BrokerId(1), BrokerId(2), BrokerId(3)],
+                    leader: BrokerId(1),
+                    leader_epoch: LeaderEpoch(0),
+                    partition_epoch: PartitionEpoch(0),
+                },
+            ],
+        );
+        let image = image.apply_at(3, &broker_gone(&image, BrokerId(1)));
+        let p = &image.topic("t").unwrap().partitions[0];
+        assert_eq!(p.leader, BrokerId(3));
+        assert_eq!(p.isr, vec![BrokerId(2), BrokerId(3)]);
+    }
+}

@@ -1,0 +1,303 @@
+//! The controller listener's protocol: length-prefixed JSON frames, one request then one
+//! response per connection at a time. It carries openraft's messages between voters and
+//! the broker-to-controller calls of KRaft (BrokerRegistration, BrokerHeartbeat, metadata
+//! fetches of observers, forwarded admin writes, producer-id blocks, DescribeQuorum) with
+//! Kafka's semantics and error codes. Exact Kafka wire compatibility is not the point of
+//! this listener (strom's voters run openraft, which no JVM voter speaks); a frame that
+//! does not decode closes its connection and nothing else.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use strom_metadata::{BrokerId, ConfigResource, Endpoint};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use uuid::Uuid;
+
+use crate::state_machine::MetadataDelta;
+use crate::types::TypeConfig;
+
+/// The largest frame either side accepts (snapshots travel in openraft's chunks).
+pub const MAX_FRAME: usize = 64 << 20;
+
+/// Kafka error codes the controller answers with.
+pub mod codes {
+    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    pub const REQUEST_TIMED_OUT: i16 = 7;
+    pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
+    pub const INVALID_PARTITIONS: i16 = 37;
+    pub const INVALID_REPLICATION_FACTOR: i16 = 38;
+    pub const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
+    pub const INVALID_CONFIG: i16 = 40;
+    pub const NOT_CONTROLLER: i16 = 41;
+    pub const INVALID_REQUEST: i16 = 42;
+    pub const TOPIC_ALREADY_EXISTS: i16 = 36;
+    pub const STALE_BROKER_EPOCH: i16 = 77;
+    pub const UNKNOWN_SERVER_ERROR: i16 = -1;
+    pub const DUPLICATE_BROKER_REGISTRATION: i16 = 101;
+    pub const BROKER_ID_NOT_REGISTERED: i16 = 102;
+    pub const INCONSISTENT_CLUSTER_ID: i16 = 104;
+}
+
+/// A Kafka error code and message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RpcError {
+    pub code: i16,
+    pub message: String,
+}
+
+impl RpcError {
+    pub fn new(code: i16, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for RpcError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (error {})", self.message, self.code)
+    }
+}
+
+/// A topic to create.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NewTopic {
+    pub name: String,
+    /// -1: `num.partitions` of the controller's broker defaults (sent resolved by brokers).
+    pub partitions: i32,
+    pub replication_factor: i16,
+    /// Manual assignment: the replicas of each partition, in partition order.
+    pub assignments: Vec<Vec<BrokerId>>,
+    /// Validated config overrides.
+    pub configs: BTreeMap<String, String>,
+}
+
+/// What a created topic looks like.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CreatedTopic {
+    pub topic_id: Uuid,
+    pub partitions: i32,
+    pub replication_factor: i16,
+}
+
+/// Admin changes brokers forward to the active controller.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum AdminWrite {
+    CreateTopics {
+        topics: Vec<NewTopic>,
+        validate_only: bool,
+    },
+    CreatePartitions {
+        topic: String,
+        count: i32,
+        assignments: Vec<Vec<BrokerId>>,
+        validate_only: bool,
+    },
+    DeleteTopics {
+        names: Vec<String>,
+    },
+    /// Sets (`Some`) or removes (`None`) config keys of a resource; with `replace`, every
+    /// other key of the resource is removed (AlterConfigs, as opposed to
+    /// IncrementalAlterConfigs).
+    AlterConfigs {
+        resource: ConfigResource,
+        changes: Vec<(String, Option<String>)>,
+        replace: bool,
+        validate_only: bool,
+    },
+}
+
+/// The answer to an [`AdminWrite`]: one result per item, in order.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum AdminResult {
+    CreateTopics(Vec<Result<CreatedTopic, RpcError>>),
+    CreatePartitions(Result<(), RpcError>),
+    DeleteTopics(Vec<Result<Uuid, RpcError>>),
+    AlterConfigs(Result<(), RpcError>),
+}
+
+/// One voter or observer as DescribeQuorum describes it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ReplicaState {
+    pub replica_id: i32,
+    pub log_end_offset: i64,
+    pub last_fetch_timestamp: i64,
+    pub last_caught_up_timestamp: i64,
+}
+
+/// DescribeQuorum's answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct QuorumInfo {
+    pub leader_id: i32,
+    pub leader_epoch: i32,
+    pub high_watermark: i64,
+    pub voters: Vec<ReplicaState>,
+    pub observers: Vec<ReplicaState>,
+    /// Each voter's controller endpoint.
+    pub voter_endpoints: Vec<(i32, String)>,
+}
+
+/// A request on the controller listener.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Request {
+    AppendEntries(AppendEntriesRequest<TypeConfig>),
+    Vote(VoteRequest<u64>),
+    InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
+    /// Kafka's EndQuorumEpoch: the active controller is resigning; start an election now.
+    EndQuorumEpoch,
+    BrokerRegistration {
+        cluster_id: String,
+        broker_id: BrokerId,
+        incarnation_id: Uuid,
+        endpoints: Vec<Endpoint>,
+        rack: Option<String>,
+    },
+    BrokerHeartbeat {
+        cluster_id: String,
+        broker_id: BrokerId,
+        broker_epoch: i64,
+        current_metadata_offset: i64,
+        want_fence: bool,
+        want_shut_down: bool,
+    },
+    /// An observer's fetch of the committed metadata after `offset`, waiting up to
+    /// `max_wait_ms` for some.
+    FetchMetadata {
+        cluster_id: String,
+        broker_id: BrokerId,
+        offset: i64,
+        max_wait_ms: u64,
+    },
+    Admin {
+        cluster_id: String,
+        write: AdminWrite,
+    },
+    AllocateProducerIds {
+        cluster_id: String,
+        broker_id: BrokerId,
+        broker_epoch: i64,
+    },
+    DescribeQuorum,
+}
+
+/// A response on the controller listener.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Response {
+    AppendEntries(Result<AppendEntriesResponse<u64>, String>),
+    Vote(Result<VoteResponse<u64>, String>),
+    InstallSnapshot(Result<InstallSnapshotResponse<u64>, String>),
+    EndQuorumEpoch,
+    BrokerRegistration(Result<i64, RpcError>),
+    BrokerHeartbeat(Result<HeartbeatReply, RpcError>),
+    FetchMetadata(Result<MetadataFetched, RpcError>),
+    Admin(Result<AdminResult, RpcError>),
+    AllocateProducerIds(Result<(i64, i32), RpcError>),
+    DescribeQuorum(Result<QuorumInfo, RpcError>),
+    /// This controller is not the active one; `leader` is, if known.
+    NotController {
+        leader: Option<i32>,
+    },
+}
+
+/// BrokerHeartbeat's answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HeartbeatReply {
+    pub is_caught_up: bool,
+    pub is_fenced: bool,
+    pub should_shut_down: bool,
+}
+
+/// FetchMetadata's answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MetadataFetched {
+    /// The active controller as this voter knows it (-1: none).
+    pub leader_id: i32,
+    pub delta: Option<MetadataDelta>,
+}
+
+/// Writes one frame.
+pub async fn write_frame<T: Serialize>(stream: &mut TcpStream, msg: &T) -> std::io::Result<()> {
+    let body = serde_json::to_vec(msg).map_err(std::io::Error::other)?;
+    if body.len() > MAX_FRAME {
+        return Err(std::io::Error::other(format!(
+            "controller frame of {} bytes exceeds {MAX_FRAME}",
+            body.len()
+        )));
+    }
+    let mut buf = Vec::with_capacity(4 + body.len());
+    buf.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    buf.extend_from_slice(&body);
+    stream.write_all(&buf).await
+}
+
+/// Reads one frame; `Ok(None)` at a clean end of stream.
+pub async fn read_frame<T: DeserializeOwned>(stream: &mut TcpStream) -> std::io::Result<Option<T>> {
+    let mut len = [0u8; 4];
+    match stream.read_exact(&mut len).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let len = u32::from_be_bytes(len) as usize;
+    if len > MAX_FRAME {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("controller frame of {len} bytes exceeds {MAX_FRAME}"),
+        ));
+    }
+    let mut body = vec![0u8; len];
+    stream.read_exact(&mut body).await?;
+    serde_json::from_slice(&body)
+        .map(Some)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+/// A connection to one controller: one request in flight at a time.
+#[derive(Debug)]
+pub struct Connection {
+    stream: TcpStream,
+}
+
+impl Connection {
+    pub async fn connect(addr: &str, timeout: Duration) -> std::io::Result<Self> {
+        let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
+            .await
+            .map_err(|_| {
+                std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("connecting to {addr} timed out"),
+                )
+            })??;
+        stream.set_nodelay(true)?;
+        Ok(Self { stream })
+    }
+
+    /// Sends `request` and waits up to `timeout` for its response.
+    pub async fn call(
+        &mut self,
+        request: &Request,
+        timeout: Duration,
+    ) -> std::io::Result<Response> {
+        let exchange = async {
+            write_frame(&mut self.stream, request).await?;
+            read_frame::<Response>(&mut self.stream)
+                .await?
+                .ok_or_else(|| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        "controller closed the connection",
+                    )
+                })
+        };
+        tokio::time::timeout(timeout, exchange).await.map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::TimedOut, "controller request timed out")
+        })?
+    }
+}
