@@ -24,21 +24,24 @@ fn strom(args: &[&str]) -> (bool, String, String) {
     )
 }
 
-/// Kafka's `config/kraft/server.properties` for one combined node, on free ports.
+/// Kafka's `config/kraft/server.properties` for one combined node, on free ports (the
+/// controller listener's port must be known before start: it is in the voter list).
 fn quickstart(logs: &Path) -> Vec<String> {
+    let controller = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
     [
-        "process.roles=broker,controller",
-        "node.id=1",
-        "controller.quorum.voters=1@127.0.0.1:19093",
-        "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:19093",
-        "controller.listener.names=CONTROLLER",
-        "inter.broker.listener.name=PLAINTEXT",
-        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "process.roles=broker,controller".to_string(),
+        "node.id=1".to_string(),
+        format!("controller.quorum.voters=1@127.0.0.1:{controller}"),
+        format!("listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{controller}"),
+        "controller.listener.names=CONTROLLER".to_string(),
+        "inter.broker.listener.name=PLAINTEXT".to_string(),
+        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT".to_string(),
+        format!("log.dirs={}", logs.display()),
     ]
-    .iter()
-    .map(|s| s.to_string())
-    .chain([format!("log.dirs={}", logs.display())])
-    .collect()
+    .to_vec()
 }
 
 fn write_config(path: &Path, lines: &[String]) {
@@ -161,14 +164,10 @@ fn a_kraft_node_refuses_unformatted_and_foreign_directories() {
 }
 
 #[test]
-fn configurations_this_build_cannot_run_are_refused_with_the_reason() {
+fn invalid_kraft_configurations_are_refused_with_the_reason() {
     let root = tempfile::tempdir().unwrap();
     let logs = root.path().join("logs");
     let cases: Vec<(&str, &str)> = vec![
-        (
-            "controller.quorum.voters=1@h1:9093,2@h2:9093,3@h3:9093",
-            "metadata quorum",
-        ),
         ("controller.listener.names=", "controller.listener.names"),
         (
             "controller.quorum.voters=2@h:9093",

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod client;
+pub mod cluster;
 pub mod raw;
 
 use std::io::{BufRead, BufReader, Read};
@@ -65,36 +66,9 @@ impl StromBroker {
         for o in &self.overrides {
             cmd.arg("--override").arg(o);
         }
-        let mut child = cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .env("RUST_LOG", "info")
-            .spawn()
-            .expect("spawn strom");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut stderr = child.stderr.take().expect("stderr");
-        self.stderr = Some(std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = stderr.read_to_string(&mut s);
-            s
-        }));
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut lines = BufReader::new(stdout).lines();
-            if let Some(Ok(line)) = lines.next() {
-                let _ = tx.send(line);
-            }
-            for _ in lines {}
-        });
-        let line = match rx.recv_timeout(START_TIMEOUT) {
-            Ok(line) => line,
-            Err(_) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                let err = self.stderr.take().map(|h| h.join().unwrap_or_default());
-                panic!("broker did not start; stderr:\n{}", err.unwrap_or_default());
-            }
-        };
+        cmd.env("RUST_LOG", "info");
+        let (child, stderr, line) = spawn_until_ready(cmd, "strom broker");
+        self.stderr = Some(stderr);
         let addr = line
             .rsplit(' ')
             .next()
@@ -216,6 +190,49 @@ fn server_command(open_files_limit: Option<u64>) -> Command {
         }
     }
     cmd
+}
+
+/// Spawns `cmd` (a `strom server`) and waits for its stdout line starting with `ready`
+/// (a combined KRaft node prints its controller's line before its broker's); its stderr
+/// is collected by a thread until it exits. Panics with that stderr if it does not start.
+pub fn spawn_until_ready(
+    mut cmd: Command,
+    ready: &'static str,
+) -> (Child, std::thread::JoinHandle<String>, String) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn strom");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut stderr = child.stderr.take().expect("stderr");
+    let stderr = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(stdout).lines();
+        for line in lines.by_ref().map_while(Result::ok) {
+            if line.starts_with(ready) {
+                let _ = tx.send(line);
+                break;
+            }
+        }
+        for _ in lines {}
+    });
+    match rx.recv_timeout(START_TIMEOUT) {
+        Ok(line) => (child, stderr, line),
+        Err(_) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "strom did not start ({ready}); stderr:\n{}",
+                stderr.join().unwrap_or_default()
+            );
+        }
+    }
 }
 
 /// Runs `strom server` with `args` and expects it to exit (a configuration error).

@@ -30,7 +30,12 @@ pub struct Conn {
 
 impl Conn {
     pub fn open(broker: &StromBroker) -> Self {
-        let stream = TcpStream::connect(broker.bootstrap()).expect("connect");
+        Self::connect(&broker.bootstrap())
+    }
+
+    /// A connection to the broker listening on `addr`.
+    pub fn connect(addr: &str) -> Self {
+        let stream = TcpStream::connect(addr).expect("connect");
         stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
         stream.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
         Self {

@@ -90,26 +90,40 @@ async fn run(config: BrokerConfig) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let broker = match Broker::new(config).start().await {
+    let mut node = match Broker::new(config).start().await {
         Ok(b) => b,
         Err(e) => {
             eprintln!("strom server: {e}");
             return ExitCode::from(1);
         }
     };
-    let advertised = &broker.state.advertised;
-    tracing::info!(node_id, address = %broker.local_addr, "broker started");
-    println!(
-        "strom broker {node_id} listening on {}:{}",
-        advertised.host, advertised.port
-    );
+    if let Some(controller) = &node.controller {
+        tracing::info!(node_id, address = %controller.local_addr, "controller started");
+        println!(
+            "strom controller {node_id} listening on {}",
+            controller.local_addr
+        );
+    }
+    if let Some(broker) = &node.broker {
+        let advertised = &broker.state.advertised;
+        tracing::info!(node_id, address = %broker.local_addr, "broker started");
+        println!(
+            "strom broker {node_id} listening on {}:{}",
+            advertised.host, advertised.port
+        );
+    }
     let _ = std::io::stdout().flush();
     tokio::select! {
         _ = term.recv() => {},
         _ = int.recv() => {},
+        Ok(reason) = &mut node.failed => {
+            eprintln!("strom server: {reason}");
+            let _ = node.shutdown().await;
+            return ExitCode::from(1);
+        }
     }
     tracing::info!("shutting down");
-    match broker.shutdown().await {
+    match node.shutdown().await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("strom server: unclean shutdown: {e}");

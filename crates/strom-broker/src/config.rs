@@ -348,9 +348,10 @@ impl BrokerConfig {
             });
         }
         c.kraft = KraftConfig::from_properties(props, c.node_id)?;
-        let client = c.kraft.client_listener().expect("validated").clone();
-        c.advertised_listener = c.kraft.advertised(&client.name).cloned();
-        c.listener = client.listener;
+        if let Some(client) = c.kraft.client_listener().cloned() {
+            c.advertised_listener = c.kraft.advertised(&client.name).cloned();
+            c.listener = client.listener;
+        }
         if let Some(hours) = roll_hours.filter(|_| !props.contains_key("log.roll.ms")) {
             c.log_defaults.segment_ms = hours * 3_600_000;
         }

@@ -4,11 +4,9 @@
 //! quorum timeouts — with Kafka's defaults and the checks `KafkaConfig` makes, each
 //! error naming its key.
 //!
-//! What runs today: a node without `process.roles` is a standalone combined node (as
-//! before), and a `broker,controller` node whose quorum is itself alone — Kafka's own
-//! single-node quickstart configuration — runs as that same combined node. A quorum of
-//! several voters needs the metadata quorum, which this build refuses with a clear
-//! message until it exists.
+//! A node without `process.roles` is a standalone combined node that formats itself; a
+//! node with it is a KRaft node (broker, controller or both) of the quorum
+//! `controller.quorum.voters`, on directories `strom storage format` prepared.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -284,7 +282,7 @@ impl KraftConfig {
 
     /// The cross-key checks of Kafka's `KafkaConfig` for KRaft nodes.
     fn validate(&self, node_id: i32) -> Result<(), ConfigError> {
-        if self.client_listener().is_none() {
+        if self.roles.is_none_or(|r| r.broker) && self.client_listener().is_none() {
             return Err(invalid(
                 "listeners",
                 "",
@@ -348,33 +346,19 @@ impl KraftConfig {
             .find(|l| !self.controller_listener_names.contains(&l.name))
     }
 
+    /// The first controller listener (the one this node's quorum voter binds).
+    pub fn controller_listener(&self) -> Option<&NamedListener> {
+        self.listeners
+            .iter()
+            .find(|l| self.controller_listener_names.contains(&l.name))
+    }
+
     /// The address advertised for the listener `name`, if `advertised.listeners` names it.
     pub fn advertised(&self, name: &str) -> Option<&Listener> {
         self.advertised_listeners
             .iter()
             .find(|l| l.name == name)
             .map(|l| &l.listener)
-    }
-
-    /// Why this build cannot run the configured node, if it cannot: only a standalone
-    /// node or a combined node that is its quorum's only voter run until the metadata
-    /// quorum exists.
-    pub fn unsupported(&self, node_id: i32) -> Option<String> {
-        let roles = self.roles?;
-        if roles.broker
-            && roles.controller
-            && self.voters.len() == 1
-            && self.voters[0].id == node_id
-        {
-            return None;
-        }
-        Some(format!(
-            "process.roles={}{}{} with controller.quorum.voters of {} voter(s) needs the KRaft metadata quorum, which this build of strom does not have yet; run a combined node that is its only voter (process.roles=broker,controller, controller.quorum.voters={node_id}@host:port) or a standalone node (no process.roles)",
-            if roles.broker { "broker" } else { "" },
-            if roles.broker && roles.controller { "," } else { "" },
-            if roles.controller { "controller" } else { "" },
-            self.voters.len()
-        ))
     }
 }
 
@@ -417,15 +401,19 @@ mod tests {
         assert_eq!(c.broker_heartbeat_interval_ms, 2000);
         assert_eq!(c.election_timeout_ms, 1000);
         assert_eq!(c.fetch_timeout_ms, 2000);
-        assert!(c.unsupported(1).is_none());
     }
 
     #[test]
-    fn a_quorum_of_several_voters_is_refused_until_it_exists() {
-        let mut p = quickstart();
-        p[1] = ("controller.quorum.voters", "1@h1:9093,2@h2:9093,3@h3:9093");
+    fn a_controller_only_node_needs_no_client_listener() {
+        let p = vec![
+            ("process.roles", "controller"),
+            ("controller.quorum.voters", "1@h1:9093,2@h2:9093,3@h3:9093"),
+            ("listeners", "CONTROLLER://:9093"),
+            ("controller.listener.names", "CONTROLLER"),
+        ];
         let c = KraftConfig::from_properties(&props(&p), 1).unwrap();
-        assert!(c.unsupported(1).unwrap().contains("metadata quorum"));
+        assert!(c.client_listener().is_none());
+        assert_eq!(c.controller_listener().unwrap().listener.port, 9093);
     }
 
     #[test]
@@ -480,7 +468,6 @@ mod tests {
     fn without_process_roles_the_node_is_standalone() {
         let c = KraftConfig::from_properties(&BTreeMap::new(), 1).unwrap();
         assert!(c.roles.is_none());
-        assert!(c.unsupported(1).is_none());
         assert_eq!(c.client_listener().unwrap().listener.port, 9092);
     }
 }

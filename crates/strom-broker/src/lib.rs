@@ -4,6 +4,8 @@
 //! Requests on one connection are handled in order, one at a time, as Kafka does (it
 //! mutes a channel while its request is in flight); concurrency comes from connections.
 
+pub mod admin;
+pub mod broker_lifecycle;
 pub mod cli;
 pub mod config;
 pub mod connection;
@@ -16,10 +18,12 @@ pub mod log_manager;
 pub mod memory;
 pub mod meta_properties;
 pub mod metadata_cache;
+pub mod metadata_loader;
 pub mod open_files_limit;
 pub mod partition;
 pub mod producer_id_manager;
 pub mod properties;
+pub mod quorum_channel;
 pub mod replica_manager;
 pub mod server;
 pub mod standalone_controller;

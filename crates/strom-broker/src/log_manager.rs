@@ -32,6 +32,9 @@ use crate::{ApiError, BrokerConfig, BrokerError};
 const CLEAN_SHUTDOWN_MARKER: &str = ".strom_cleanshutdown";
 const METADATA_DIR: &str = "__strom_metadata";
 const META_PROPERTIES: &str = "meta.properties";
+/// The metadata log's directory (`__cluster_metadata-0`), which is not a partition of
+/// this broker's.
+const METADATA_LOG_PREFIX: &str = "__cluster_metadata";
 /// Up to this many partitions to close, each is fsynced on its own (in parallel); above
 /// it one `syncfs` per log dir is cheaper than an fsync per file.
 const FSYNC_EACH_UP_TO: usize = 64;
@@ -76,7 +79,12 @@ impl LogManager {
             let had_marker = marker.exists();
             let has_data = fs::read_dir(dir)?.any(|e| {
                 e.is_ok_and(|e| {
-                    e.file_name() != CLEAN_SHUTDOWN_MARKER && e.file_name() != META_PROPERTIES
+                    e.file_name() != CLEAN_SHUTDOWN_MARKER
+                        && e.file_name() != META_PROPERTIES
+                        && !e
+                            .file_name()
+                            .to_string_lossy()
+                            .starts_with(METADATA_LOG_PREFIX)
                 })
             });
             clean &= had_marker || !has_data;
@@ -113,7 +121,7 @@ impl LogManager {
         let mut to_load = Vec::new();
         for (name, record) in &records {
             let log_config = topic_config::log_config(&manager.defaults, &record.configs);
-            for index in 0..record.partitions {
+            for index in record.indexes() {
                 to_load.push(PartitionToLoad {
                     topic: name.clone(),
                     index,
@@ -178,9 +186,12 @@ impl LogManager {
     ) -> Result<usize, BrokerError> {
         let mut online = 0;
         for (name, record) in records {
-            let partitions: Vec<_> = loaded.take(record.partitions as usize).collect();
+            let partitions: BTreeMap<i32, Arc<Partition>> = loaded
+                .take(record.partitions as usize)
+                .map(|p| (p.index, p))
+                .collect();
             online += partitions
-                .iter()
+                .values()
                 .filter(|p| p.offline_reason().is_none())
                 .count();
             let topic = Topic {
@@ -215,9 +226,10 @@ impl LogManager {
                 let entry = entry?;
                 let name = entry.file_name();
                 let name = name.to_string_lossy();
-                let looks_like_partition = name
-                    .rsplit_once('-')
-                    .is_some_and(|(topic, p)| !topic.is_empty() && p.parse::<u32>().is_ok());
+                let looks_like_partition = !name.starts_with(METADATA_LOG_PREFIX)
+                    && name
+                        .rsplit_once('-')
+                        .is_some_and(|(topic, p)| !topic.is_empty() && p.parse::<u32>().is_ok());
                 let path = entry.path();
                 if !looks_like_partition
                     || !entry.file_type()?.is_dir()
@@ -306,14 +318,14 @@ impl LogManager {
             name: name.to_string(),
             id: Uuid::new_v4(),
             configs: RwLock::new(validated),
-            partitions: RwLock::new(Vec::new()),
+            partitions: RwLock::new(BTreeMap::new()),
         });
         if validate_only {
             return Ok(topic);
         }
-        off_async_workers(|| self.add_partitions(&topic, partitions))?;
+        off_async_workers(|| self.add_partitions(&topic, 0..partitions))?;
         if let Err(e) = topic.record().write(&self.metadata_dir(), name) {
-            self.remove_partitions_from(&topic, 0);
+            self.remove_partitions(&topic, &(0..partitions).collect::<Vec<_>>());
             return Err(e.into());
         }
         self.topics.write().insert(name.to_string(), topic.clone());
@@ -351,12 +363,17 @@ impl LogManager {
         Ok(())
     }
 
-    /// Creates partitions up to `count`. On failure every partition this call created is
-    /// dropped and its directory removed, so a failed request leaves nothing behind.
-    fn add_partitions(&self, topic: &Topic, count: i32) -> Result<(), BrokerError> {
+    /// Creates the partitions `indexes` of `topic`. On failure every partition this call
+    /// created is dropped and its directory removed, so a failed request leaves nothing
+    /// behind.
+    fn add_partitions(
+        &self,
+        topic: &Topic,
+        indexes: impl IntoIterator<Item = i32>,
+    ) -> Result<(), BrokerError> {
         let log_config = topic_config::log_config(&self.defaults, &topic.configs.read());
-        let first = topic.partition_count();
-        let result = (first..count).try_for_each(|p| {
+        let mut created = Vec::new();
+        let result = indexes.into_iter().try_for_each(|p| {
             let dir = self.partition_dir(&topic.name, p);
             if dir.exists() {
                 fs::remove_dir_all(&dir)?;
@@ -368,24 +385,93 @@ impl LogManager {
             topic
                 .partitions
                 .write()
-                .push(Arc::new(Partition::new(&topic.name, p, log)));
+                .insert(p, Arc::new(Partition::new(&topic.name, p, log)));
+            created.push(p);
             Ok::<_, BrokerError>(())
         });
         if let Err(e) = &result {
             tracing::warn!(topic = %topic.name, error = %e, "partition creation failed; removing the partitions it created");
-            self.remove_partitions_from(topic, first);
+            self.remove_partitions(topic, &created);
         }
         result
     }
 
-    /// Drops the partitions of `topic` from index `first` on and removes their directories.
-    fn remove_partitions_from(&self, topic: &Topic, first: i32) {
-        let removed = topic.partitions.write().split_off(first as usize);
+    /// Drops the partitions `indexes` of `topic` and removes their directories.
+    fn remove_partitions(&self, topic: &Topic, indexes: &[i32]) {
+        let removed: Vec<_> = {
+            let mut partitions = topic.partitions.write();
+            indexes
+                .iter()
+                .filter_map(|i| partitions.remove(i))
+                .collect()
+        };
         for partition in removed {
             if let Err(e) = fs::remove_dir_all(partition.dir()) {
                 tracing::warn!(dir = %partition.dir().display(), error = %e, "could not remove partition directory");
             }
         }
+    }
+
+    /// Hosts the partitions `indexes` of topic `name` (id `id`) as the metadata image
+    /// assigns them to this broker of a cluster: creates the topic and the partitions it
+    /// does not have yet. A local topic of that name with another id is a deleted topic's
+    /// leftover and is removed first.
+    pub fn host(
+        &self,
+        name: &str,
+        id: Uuid,
+        configs: &BTreeMap<String, String>,
+        indexes: &[i32],
+    ) -> Result<(), BrokerError> {
+        let _admin = self.admin.lock();
+        let existing = self.topic(name);
+        if existing.as_ref().is_some_and(|t| t.id != id) {
+            drop(_admin);
+            self.delete_topic(name)
+                .map_err(|e| BrokerError::Corrupt(e.message))?;
+            return self.host(name, id, configs, indexes);
+        }
+        let topic = existing.unwrap_or_else(|| {
+            Arc::new(Topic {
+                name: name.to_string(),
+                id,
+                configs: RwLock::new(configs.clone()),
+                partitions: RwLock::new(BTreeMap::new()),
+            })
+        });
+        let missing: Vec<i32> = {
+            let hosted = topic.partitions.read();
+            indexes
+                .iter()
+                .copied()
+                .filter(|i| !hosted.contains_key(i))
+                .collect()
+        };
+        let configs_changed = *topic.configs.read() != *configs;
+        if missing.is_empty() && !configs_changed && self.topics.read().contains_key(name) {
+            return Ok(());
+        }
+        if configs_changed {
+            *topic.configs.write() = configs.clone();
+            let log_config = topic_config::log_config(&self.defaults, configs);
+            for partition in topic.hosted() {
+                let _ = partition.with_log(|log| log.set_config(log_config.clone()));
+            }
+        }
+        off_async_workers(|| self.add_partitions(&topic, missing.iter().copied()))?;
+        if let Err(e) = topic.record().write(&self.metadata_dir(), name) {
+            self.remove_partitions(&topic, &missing);
+            return Err(e);
+        }
+        if self
+            .topics
+            .write()
+            .insert(name.to_string(), topic)
+            .is_none()
+        {
+            tracing::info!(topic = name, partitions = ?indexes, "hosting topic");
+        }
+        Ok(())
     }
 
     /// Grows a topic to `count` partitions (CreatePartitions).
@@ -408,9 +494,9 @@ impl LogManager {
         if validate_only {
             return Ok(());
         }
-        off_async_workers(|| self.add_partitions(&topic, count))?;
+        off_async_workers(|| self.add_partitions(&topic, current..count))?;
         if let Err(e) = topic.record().write(&self.metadata_dir(), name) {
-            self.remove_partitions_from(&topic, current);
+            self.remove_partitions(&topic, &(current..count).collect::<Vec<_>>());
             return Err(e.into());
         }
         Ok(())
@@ -425,7 +511,7 @@ impl LogManager {
             .remove(name)
             .ok_or_else(ApiError::unknown_topic)?;
         TopicRecord::delete(&self.metadata_dir(), name).map_err(ApiError::from)?;
-        for partition in topic.partitions.read().iter() {
+        for partition in topic.hosted() {
             partition.mark_deleted();
             let dir = partition.dir();
             if let Err(e) = fs::remove_dir_all(dir) {
@@ -448,7 +534,7 @@ impl LogManager {
         *topic.configs.write() = configs;
         topic.record().write(&self.metadata_dir(), name)?;
         let log_config = topic_config::log_config(&self.defaults, &topic.configs.read());
-        for partition in topic.partitions.read().iter() {
+        for partition in topic.hosted() {
             let _ = partition.with_log(|log| log.set_config(log_config.clone()));
         }
         Ok(())
@@ -458,7 +544,7 @@ impl LogManager {
         self.topics
             .read()
             .values()
-            .flat_map(|t| t.partitions.read().clone())
+            .flat_map(|t| t.hosted())
             .collect()
     }
 

@@ -1,10 +1,14 @@
 //! The broker's current [`MetadataImage`], replaced whole on every publish, so a handler
-//! reads one consistent image without holding a lock while it builds its response.
+//! reads one consistent image without holding a lock while it builds its response. A
+//! standalone node publishes records of its own controller; a broker of a cluster
+//! publishes the images its metadata loader builds from the quorum's records.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
 use strom_metadata::{MetadataImage, MetadataRecord};
+use tokio::sync::watch;
 
 /// The latest image and the way to publish records into it.
 #[derive(Debug)]
@@ -14,13 +18,17 @@ pub struct MetadataCache {
     /// image in the order the changes were made (a topic's removal never before its
     /// creation).
     changes: Mutex<()>,
+    /// The offset of the published image, for those waiting to see a change.
+    offset: watch::Sender<i64>,
 }
 
 impl MetadataCache {
     pub fn new(image: MetadataImage) -> Self {
+        let offset = image.offset;
         Self {
             image: RwLock::new(Arc::new(image)),
             changes: Mutex::new(()),
+            offset: watch::channel(offset).0,
         }
     }
 
@@ -43,5 +51,23 @@ impl MetadataCache {
         }
         let mut image = self.image.write();
         *image = Arc::new(image.apply(records));
+    }
+
+    /// Makes `image` the current image (a cluster broker's loader).
+    pub fn publish_image(&self, image: Arc<MetadataImage>) {
+        let offset = image.offset;
+        *self.image.write() = image;
+        self.offset.send_replace(offset);
+    }
+
+    /// A receiver of the published offset.
+    pub fn subscribe(&self) -> watch::Receiver<i64> {
+        self.offset.subscribe()
+    }
+
+    /// Waits until the image is at `offset` or later, or `timeout` passed.
+    pub async fn wait_for_offset(&self, offset: i64, timeout: Duration) {
+        let mut rx = self.subscribe();
+        let _ = tokio::time::timeout(timeout, rx.wait_for(|o| *o >= offset)).await;
     }
 }

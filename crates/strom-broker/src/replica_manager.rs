@@ -1,22 +1,43 @@
 //! The one lookup handlers use to reach a partition's data, as Kafka's `ReplicaManager`:
-//! it decides whether this broker can serve the partition (today: whether it hosts it;
-//! with replication: whether it leads it, answering NOT_LEADER_OR_FOLLOWER or
-//! FENCED_LEADER_EPOCH here), so no handler touches a log or decides leadership itself.
+//! it decides whether this broker can serve the partition — the metadata image must name
+//! it the leader and it must host the log — answering NOT_LEADER_OR_FOLLOWER otherwise,
+//! so no handler touches a log or decides leadership itself. On a cluster broker it also
+//! applies each new metadata image to the logs: partitions assigned to this broker are
+//! created, deleted topics removed.
 
 use std::sync::Arc;
 
 use kafka_protocol::ResponseError;
+use strom_metadata::{BrokerId, MetadataImage};
 use uuid::Uuid;
 
 use crate::partition::Partition;
 use crate::{ApiError, BrokerState};
 
+fn not_leader(topic: &str, index: i32, leader: BrokerId) -> ApiError {
+    ApiError::new(
+        ResponseError::NotLeaderOrFollower,
+        format!(
+            "This broker is not the leader of {topic}-{index} (the leader is {}).",
+            leader.0
+        ),
+    )
+}
+
 /// The partition `index` of topic `topic` as its leader serves it.
 pub fn leader(state: &BrokerState, topic: &str, index: i32) -> Result<Arc<Partition>, ApiError> {
+    let image = state.metadata.image();
+    let registration = image
+        .topic(topic)
+        .and_then(|t| t.partitions.get(usize::try_from(index).ok()?))
+        .ok_or_else(ApiError::unknown_topic)?;
+    if registration.leader != BrokerId(state.node_id()) {
+        return Err(not_leader(topic, index, registration.leader));
+    }
     state
         .logs
         .partition(topic, index)
-        .ok_or_else(ApiError::unknown_topic)
+        .ok_or_else(|| not_leader(topic, index, registration.leader))
 }
 
 /// [`leader`] for a topic named by id (Fetch v13+).
@@ -25,9 +46,54 @@ pub fn leader_by_id(
     topic_id: Uuid,
     index: i32,
 ) -> Result<Arc<Partition>, ApiError> {
-    let topic = state
-        .logs
+    let name = state
+        .metadata
+        .image()
         .topic_by_id(topic_id)
+        .map(|t| t.name.clone())
         .ok_or_else(|| ApiError::new(ResponseError::UnknownTopicId, "unknown topic id"))?;
-    topic.partition(index).ok_or_else(ApiError::unknown_topic)
+    leader(state, &name, index)
+}
+
+/// Makes the logs match `image` on a cluster broker: hosts every partition whose replicas
+/// name this broker, and — once the image is complete (`caught_up`: a restarted broker
+/// that has replayed only part of the metadata log must not take a topic created later
+/// for a deleted one) — removes local topics the image no longer has.
+pub fn apply_image(
+    state: &BrokerState,
+    image: &MetadataImage,
+    caught_up: bool,
+) -> Result<(), String> {
+    let me = BrokerId(state.node_id());
+    for topic in image.topics() {
+        let indexes: Vec<i32> = topic
+            .partitions
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.replicas.contains(&me))
+            .map(|(i, _)| i as i32)
+            .collect();
+        if indexes.is_empty() {
+            continue;
+        }
+        state
+            .logs
+            .host(
+                &topic.name,
+                topic.id,
+                &image.topic_configs(&topic.name),
+                &indexes,
+            )
+            .map_err(|e| format!("{}: {e}", topic.name))?;
+    }
+    if caught_up {
+        for local in state.logs.topics() {
+            if image.topic_by_id(local.id).is_none() {
+                if let Err(e) = state.logs.delete_topic(&local.name) {
+                    tracing::warn!(topic = %local.name, error = %e.message, "could not remove a deleted topic");
+                }
+            }
+        }
+    }
+    Ok(())
 }

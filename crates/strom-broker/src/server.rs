@@ -1,5 +1,8 @@
-//! Starting and stopping a broker: bind the listener, accept connections, run the
-//! retention, flush and expiry schedulers, and shut down cleanly.
+//! Starting and stopping a node: a standalone broker, or a KRaft node with the
+//! controller role (a metadata quorum voter on the controller listener), the broker role
+//! (an observer of the metadata log that registers and heartbeats) or both. The broker
+//! binds its listener, accepts connections, runs the retention, flush and expiry
+//! schedulers, and shuts down cleanly — after a controlled shutdown in a cluster.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -10,12 +13,18 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use strom_controller::{ControllerClient, QuorumConfig, QuorumController};
+use strom_metadata::{Endpoint, MetadataImage};
+
+use crate::config::Listener;
 use crate::group::{CoordinatorConfig, GroupCoordinator};
 use crate::log_manager::LogManager;
 use crate::memory::{MemoryTrimmer, TRIM_CHECK_INTERVAL_MS};
 use crate::metadata_cache::MetadataCache;
 use crate::producer_id_manager::ProducerIdManager;
+use crate::quorum_channel::QuorumChannel;
 use crate::standalone_controller;
+use crate::{broker_lifecycle, metadata_loader};
 use crate::{connection, now_ms, BrokerConfig, BrokerError, BrokerState};
 
 /// A broker ready to start.
@@ -23,12 +32,28 @@ pub struct Broker {
     config: BrokerConfig,
 }
 
-/// A started broker.
+/// A started node. A controller-only node has no broker part.
 pub struct RunningBroker {
+    pub broker: Option<BrokerPart>,
+    pub controller: Option<ControllerPart>,
+    /// Says why the node must stop on its own (a broker that could not register).
+    pub failed: tokio::sync::oneshot::Receiver<String>,
+}
+
+/// The broker role of a running node.
+pub struct BrokerPart {
     pub state: Arc<BrokerState>,
     pub local_addr: SocketAddr,
     shutdown: watch::Sender<bool>,
     accept: JoinHandle<()>,
+}
+
+/// The controller role of a running node.
+pub struct ControllerPart {
+    pub quorum: Arc<QuorumController>,
+    pub local_addr: SocketAddr,
+    shutdown: watch::Sender<bool>,
+    serve: JoinHandle<()>,
 }
 
 impl Broker {
@@ -36,11 +61,44 @@ impl Broker {
         Self { config }
     }
 
-    /// Opens the logs, binds the listener and starts serving.
+    /// Starts the node's roles: the controller first, so a combined node's broker finds
+    /// its quorum.
     pub async fn start(self) -> Result<RunningBroker, BrokerError> {
-        if let Some(reason) = self.config.kraft.unsupported(self.config.node_id) {
-            return Err(BrokerError::Unsupported(reason));
+        let roles = self.config.kraft.roles;
+        if roles.is_some() {
+            // Every directory's identity is checked before anything binds a port, so an
+            // unformatted or foreign directory is what the error names.
+            let mut dirs = self.config.log_dirs.clone();
+            dirs.extend(
+                self.config
+                    .kraft
+                    .metadata_log_dir
+                    .clone()
+                    .filter(|d| !dirs.contains(d)),
+            );
+            crate::meta_properties::load(&dirs, self.config.node_id, false)?;
         }
+        let controller = match roles {
+            Some(r) if r.controller => Some(start_controller(&self.config).await?),
+            _ => None,
+        };
+        let (failed_tx, failed) = tokio::sync::oneshot::channel();
+        let broker = match roles {
+            Some(r) if !r.broker => None,
+            _ => Some(self.start_broker(failed_tx).await?),
+        };
+        Ok(RunningBroker {
+            broker,
+            controller,
+            failed,
+        })
+    }
+
+    /// Opens the logs, binds the listener and starts serving.
+    async fn start_broker(
+        self,
+        failed: tokio::sync::oneshot::Sender<String>,
+    ) -> Result<BrokerPart, BrokerError> {
         let config = self.config.clone();
         let logs = tokio::task::spawn_blocking(move || LogManager::open(&config))
             .await
@@ -60,11 +118,29 @@ impl Broker {
         let listener = TcpListener::bind(self.config.listener.bind_address()).await?;
         let local_addr = listener.local_addr()?;
         let advertised = self.config.advertised(local_addr);
-        let metadata = MetadataCache::new(standalone_controller::initial_image(
-            &self.config,
-            &advertised,
-            &logs,
-        ));
+        let quorum = self.config.kraft.roles.map(|_| {
+            let voters = self
+                .config
+                .kraft
+                .voters
+                .iter()
+                .map(|v| (v.id, format!("{}:{}", v.host, v.port)))
+                .collect();
+            Arc::new(QuorumChannel::new(
+                ControllerClient::new(voters),
+                logs.cluster_id().to_string(),
+                self.config.node_id,
+            ))
+        });
+        let metadata = MetadataCache::new(match quorum {
+            None => standalone_controller::initial_image(&self.config, &advertised, &logs),
+            Some(_) => MetadataImage::new(logs.cluster_id(), -1),
+        });
+        let identity = broker_lifecycle::Identity {
+            incarnation_id: uuid::Uuid::new_v4(),
+            endpoints: self.endpoints(&advertised),
+            rack: None,
+        };
         let state = Arc::new(BrokerState {
             advertised,
             config: self.config,
@@ -73,8 +149,23 @@ impl Broker {
             producer_ids,
             groups,
             memory: MemoryTrimmer::default(),
+            quorum: quorum.clone(),
         });
         let (shutdown, shutdown_rx) = watch::channel(false);
+        if let Some(quorum) = quorum {
+            tokio::spawn(metadata_loader::run(
+                state.clone(),
+                quorum.clone(),
+                shutdown_rx.clone(),
+            ));
+            tokio::spawn(broker_lifecycle::run(
+                state.clone(),
+                quorum,
+                identity,
+                shutdown_rx.clone(),
+                failed,
+            ));
+        }
         spawn_scheduler(
             state.clone(),
             shutdown_rx.clone(),
@@ -107,13 +198,69 @@ impl Broker {
             |s| s.memory.trim_if_connections_closed(),
         );
         let accept = tokio::spawn(accept_loop(listener, state.clone(), shutdown_rx));
-        Ok(RunningBroker {
+        Ok(BrokerPart {
             state,
             local_addr,
             shutdown,
             accept,
         })
     }
+
+    /// The endpoints this broker registers: the advertised address of every client
+    /// listener (the first one as bound).
+    fn endpoints(&self, advertised: &Listener) -> Vec<Endpoint> {
+        let kraft = &self.config.kraft;
+        let client = kraft
+            .client_listener()
+            .map_or("PLAINTEXT", |l| l.name.as_str());
+        vec![Endpoint {
+            listener: client.to_string(),
+            host: advertised.host.clone(),
+            port: advertised.port,
+        }]
+    }
+}
+
+/// Starts this node's metadata quorum voter on its controller listener.
+async fn start_controller(config: &BrokerConfig) -> Result<ControllerPart, BrokerError> {
+    let kraft = &config.kraft;
+    let listener = kraft.controller_listener().ok_or_else(|| {
+        BrokerError::Unsupported("a controller needs a controller listener".into())
+    })?;
+    let metadata_dir = kraft
+        .metadata_log_dir
+        .clone()
+        .unwrap_or_else(|| config.log_dirs[0].clone());
+    let cluster_id =
+        crate::meta_properties::load(std::slice::from_ref(&metadata_dir), config.node_id, false)?;
+    let bound = TcpListener::bind(listener.listener.bind_address()).await?;
+    let local_addr = bound.local_addr()?;
+    let quorum = QuorumController::start(QuorumConfig {
+        node_id: config.node_id,
+        cluster_id,
+        voters: kraft
+            .voters
+            .iter()
+            .map(|v| (v.id, format!("{}:{}", v.host, v.port)))
+            .collect(),
+        dir: metadata_dir.join("__cluster_metadata-0"),
+        election_timeout_ms: kraft.election_timeout_ms,
+        fetch_timeout_ms: kraft.fetch_timeout_ms,
+        broker_session_timeout_ms: kraft.broker_session_timeout_ms,
+    })
+    .await?;
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    let serve = tokio::spawn(strom_controller::server::serve(
+        bound,
+        quorum.clone(),
+        shutdown_rx,
+    ));
+    Ok(ControllerPart {
+        quorum,
+        local_addr,
+        shutdown,
+        serve,
+    })
 }
 
 /// Runs `task` every `interval_ms` on a blocking thread until shutdown. An interval too
@@ -166,8 +313,30 @@ async fn accept_loop(
 }
 
 impl RunningBroker {
-    /// Stops accepting, closes connections and closes every log cleanly.
+    /// Shuts the node down: the broker first (a controlled shutdown in a cluster, then
+    /// its logs closed cleanly), then the controller, which hands its leadership over.
     pub async fn shutdown(self) -> Result<(), BrokerError> {
+        let result = match self.broker {
+            Some(broker) => broker.shutdown().await,
+            None => Ok(()),
+        };
+        if let Some(controller) = self.controller {
+            controller.quorum.shutdown().await;
+            let _ = controller.shutdown.send(true);
+            let _ = controller.serve.await;
+        }
+        result
+    }
+}
+
+impl BrokerPart {
+    /// Moves leaderships away (in a cluster), stops accepting, closes connections and
+    /// closes every log cleanly.
+    pub async fn shutdown(self) -> Result<(), BrokerError> {
+        if let Some(quorum) = &self.state.quorum {
+            let timeout = Duration::from_millis(self.state.config.kraft.broker_session_timeout_ms);
+            broker_lifecycle::controlled_shutdown(&self.state, quorum, timeout).await;
+        }
         let _ = self.shutdown.send(true);
         let _ = self.accept.await;
         let state = self.state.clone();

@@ -1,12 +1,15 @@
 //! What every handler can reach: configuration, the advertised address, the logs and
 //! the group coordinator.
 
+use std::sync::Arc;
+
 use crate::config::{BrokerConfig, Listener};
 use crate::group::GroupCoordinator;
 use crate::log_manager::LogManager;
 use crate::memory::MemoryTrimmer;
 use crate::metadata_cache::MetadataCache;
 use crate::producer_id_manager::ProducerIdManager;
+use crate::quorum_channel::QuorumChannel;
 
 /// Shared broker state, one per running broker.
 #[derive(Debug)]
@@ -20,6 +23,9 @@ pub struct BrokerState {
     pub memory: MemoryTrimmer,
     /// The cluster as Metadata, DescribeCluster and FindCoordinator describe it.
     pub metadata: MetadataCache,
+    /// The channel to the metadata quorum, on a broker of a KRaft cluster; `None` on a
+    /// standalone node, whose own controller decides everything.
+    pub quorum: Option<Arc<QuorumChannel>>,
 }
 
 impl BrokerState {

@@ -13,31 +13,39 @@ use uuid::Uuid;
 use crate::partition::Partition;
 use crate::BrokerError;
 
-/// One topic hosted by the broker.
+/// One topic hosted by the broker: a standalone node hosts every partition of its
+/// topics; a broker of a cluster only those of which it is a replica.
 #[derive(Debug)]
 pub struct Topic {
     pub name: String,
     pub id: Uuid,
     pub configs: RwLock<BTreeMap<String, String>>,
-    pub partitions: RwLock<Vec<Arc<Partition>>>,
+    pub partitions: RwLock<BTreeMap<i32, Arc<Partition>>>,
 }
 
 impl Topic {
     pub fn partition(&self, index: i32) -> Option<Arc<Partition>> {
-        usize::try_from(index)
-            .ok()
-            .and_then(|i| self.partitions.read().get(i).cloned())
+        self.partitions.read().get(&index).cloned()
     }
 
+    /// How many partitions this broker hosts.
     pub fn partition_count(&self) -> i32 {
         self.partitions.read().len() as i32
     }
 
+    /// The partitions hosted here, by index.
+    pub fn hosted(&self) -> Vec<Arc<Partition>> {
+        self.partitions.read().values().cloned().collect()
+    }
+
     /// What is persisted of this topic.
     pub fn record(&self) -> TopicRecord {
+        let indexes: Vec<i32> = self.partitions.read().keys().copied().collect();
+        let contiguous = indexes.iter().enumerate().all(|(i, p)| *p == i as i32);
         TopicRecord {
             id: self.id,
-            partitions: self.partition_count(),
+            partitions: indexes.len() as i32,
+            hosted: (!contiguous).then_some(indexes),
             configs: self.configs.read().clone(),
         }
     }
@@ -47,8 +55,21 @@ impl Topic {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TopicRecord {
     pub id: Uuid,
+    /// How many partitions are hosted here.
     pub partitions: i32,
+    /// Which ones, when they are not `0..partitions` (a broker of a cluster).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hosted: Option<Vec<i32>>,
     pub configs: BTreeMap<String, String>,
+}
+
+impl TopicRecord {
+    /// The indexes of the hosted partitions.
+    pub fn indexes(&self) -> Vec<i32> {
+        self.hosted
+            .clone()
+            .unwrap_or_else(|| (0..self.partitions).collect())
+    }
 }
 
 impl TopicRecord {

@@ -175,11 +175,16 @@ impl BrokerHeartbeats {
         let now_broker = &after.brokers[&hb.broker_id];
         let should_shut_down =
             hb.want_shut_down && (now_broker.fenced || leader_count(&after, hb.broker_id) == 0);
+        // A broker that may shut down is fenced at once, as Kafka's SHUTDOWN_NOW does: it
+        // serves nothing more, and its restart may register before the session expires.
+        if should_shut_down && !now_broker.fenced {
+            records.push(change(Some(true), None));
+        }
         Ok((
             records,
             HeartbeatReply {
                 is_caught_up: caught_up,
-                is_fenced: now_broker.fenced,
+                is_fenced: now_broker.fenced || should_shut_down,
                 should_shut_down,
             },
         ))

@@ -101,7 +101,7 @@ impl LogStore {
             .create(true)
             .truncate(false)
             .read(true)
-            .write(true)
+            .append(true)
             .open(&path)?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes)?;
@@ -147,6 +147,41 @@ impl LogStore {
         })
     }
 
+    /// Appends `entries` (which must follow the last entry) and fsyncs them.
+    pub fn write_entries(&self, entries: impl IntoIterator<Item = Entry>) -> std::io::Result<()> {
+        let mut inner = self.inner.lock();
+        let mut bytes = Vec::new();
+        let mut added: Vec<(Entry, u64)> = Vec::new();
+        let mut last = inner
+            .entries
+            .values()
+            .next_back()
+            .map(|(e, _)| e.log_id.index)
+            .or(inner.purged.map(|p| p.index));
+        for entry in entries {
+            let pos = inner.end + bytes.len() as u64;
+            if let Some(last) = last {
+                assert_eq!(
+                    entry.log_id.index,
+                    last + 1,
+                    "the metadata log has no holes"
+                );
+            }
+            last = Some(entry.log_id.index);
+            bytes.extend_from_slice(&frame(&entry));
+            added.push((entry, pos));
+        }
+        blocking(|| {
+            inner.file.write_all(&bytes)?;
+            inner.file.sync_data()
+        })?;
+        inner.end += bytes.len() as u64;
+        for (entry, pos) in added {
+            inner.entries.insert(entry.log_id.index, (entry, pos));
+        }
+        Ok(())
+    }
+
     /// The log id of the last entry (or of the last purged one when the log is empty).
     pub fn last_log_id(&self) -> Option<LogId> {
         let inner = self.inner.lock();
@@ -170,7 +205,7 @@ impl Inner {
         write_durably(&self.dir, LOG_FILE, &bytes)?;
         self.file = OpenOptions::new()
             .read(true)
-            .write(true)
+            .append(true)
             .open(self.dir.join(LOG_FILE))?;
         self.end = bytes.len() as u64;
         Ok(())
@@ -229,35 +264,16 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry> + Send,
         I::IntoIter: Send,
     {
-        let mut inner = self.inner.lock();
-        let mut bytes = Vec::new();
-        let mut added = Vec::new();
-        for entry in entries {
-            let pos = inner.end + bytes.len() as u64;
-            if let Some((last, _)) = inner.entries.values().next_back() {
-                assert_eq!(
-                    entry.log_id.index,
-                    last.log_id.index + 1,
-                    "the metadata log has no holes"
-                );
+        match self.write_entries(entries) {
+            Ok(()) => {
+                callback.log_io_completed(Ok(()));
+                Ok(())
             }
-            bytes.extend_from_slice(&frame(&entry));
-            added.push((entry, pos));
+            Err(e) => {
+                callback.log_io_completed(Err(std::io::Error::other(e.to_string())));
+                Err(StorageIOError::write_logs(&e).into())
+            }
         }
-        let result = blocking(|| {
-            inner.file.write_all(&bytes)?;
-            inner.file.sync_data()
-        });
-        if let Err(e) = result {
-            callback.log_io_completed(Err(std::io::Error::other(e.to_string())));
-            return Err(StorageIOError::write_logs(&e).into());
-        }
-        inner.end += bytes.len() as u64;
-        for (entry, pos) in added {
-            inner.entries.insert(entry.log_id.index, (entry, pos));
-        }
-        callback.log_io_completed(Ok(()));
-        Ok(())
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
@@ -290,5 +306,85 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         blocking(|| inner.rewrite())
             .map_err(|e| StorageError::from(StorageIOError::write_logs(&e)))?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use openraft::{CommittedLeaderId, EntryPayload};
+    use strom_metadata::{BrokerId, MetadataRecord};
+
+    use super::*;
+    use crate::types::MetadataBatch;
+
+    fn entry(index: u64) -> Entry {
+        Entry {
+            log_id: LogId::new(CommittedLeaderId::new(1, 0), index),
+            payload: EntryPayload::Normal(MetadataBatch(vec![MetadataRecord::ProducerIds {
+                broker_id: BrokerId(1),
+                broker_epoch: 0,
+                next_producer_id: index as i64 + 1,
+            }])),
+        }
+    }
+
+    async fn indexes(store: &mut LogStore) -> Vec<u64> {
+        store
+            .try_get_log_entries(0..)
+            .await
+            .unwrap()
+            .iter()
+            .map(|e| e.log_id.index)
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn entries_survive_a_reopen_and_a_torn_tail_is_cut_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LogStore::open(dir.path()).unwrap();
+        store.write_entries([entry(0), entry(1), entry(2)]).unwrap();
+        store.write_entries([entry(3)]).unwrap();
+        drop(store);
+        let mut file = OpenOptions::new()
+            .append(true)
+            .open(dir.path().join(LOG_FILE))
+            .unwrap();
+        file.write_all(&[0, 0, 0, 40, 1, 2, 3]).unwrap();
+        drop(file);
+        let mut store = LogStore::open(dir.path()).unwrap();
+        assert_eq!(indexes(&mut store).await, vec![0, 1, 2, 3]);
+        store.write_entries([entry(4)]).unwrap();
+        let mut store = LogStore::open(dir.path()).unwrap();
+        assert_eq!(
+            indexes(&mut store).await,
+            vec![0, 1, 2, 3, 4],
+            "appends after the cut are readable"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn truncate_and_purge_are_durable() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = LogStore::open(dir.path()).unwrap();
+        store.write_entries((0..6).map(entry)).unwrap();
+        store.truncate(entry(4).log_id).await.unwrap();
+        store.purge(entry(1).log_id).await.unwrap();
+        let vote = Vote::new_committed(3, 2);
+        store.save_vote(&vote).await.unwrap();
+        let mut store = LogStore::open(dir.path()).unwrap();
+        assert_eq!(indexes(&mut store).await, vec![2, 3]);
+        assert_eq!(store.read_vote().await.unwrap(), Some(vote));
+        let state = store.get_log_state().await.unwrap();
+        assert_eq!(state.last_purged_log_id.map(|l| l.index), Some(1));
+        assert_eq!(state.last_log_id.map(|l| l.index), Some(3));
+        store.write_entries([entry(4)]).unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    #[should_panic(expected = "no holes")]
+    async fn a_hole_is_a_bug() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LogStore::open(dir.path()).unwrap();
+        store.write_entries([entry(0), entry(2)]).unwrap();
     }
 }

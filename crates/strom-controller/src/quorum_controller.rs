@@ -231,7 +231,7 @@ impl QuorumController {
                     })
                     .await;
                 match result {
-                    Ok(()) => tracing::warn!(
+                    Ok(_) => tracing::warn!(
                         broker = broker.0,
                         session_ms = session.as_millis() as u64,
                         "fenced broker: no heartbeat within broker.session.timeout.ms"
@@ -253,7 +253,7 @@ impl QuorumController {
             &MetadataImage,
             &mut BrokerHeartbeats,
         ) -> Result<(Vec<MetadataRecord>, T), RpcError>,
-    ) -> Result<T, Response> {
+    ) -> Result<(T, i64), Response> {
         let _writer = self.writer.lock().await;
         if let Err(e) = self.raft.ensure_linearizable().await {
             return Err(not_controller(
@@ -266,18 +266,22 @@ impl QuorumController {
             decide(&image, &mut hb)
         }
         .map_err(|e| Response::Admin(Err(e)))?;
+        let mut offset = image.offset;
         for chunk in records.chunks(MAX_RECORDS_PER_BATCH) {
-            if let Err(e) = self.raft.client_write(MetadataBatch(chunk.to_vec())).await {
-                return Err(match e.forward_to_leader() {
-                    Some(f) => not_controller(f.leader_id),
-                    None => Response::Admin(Err(RpcError::new(
-                        codes::UNKNOWN_SERVER_ERROR,
-                        e.to_string(),
-                    ))),
-                });
+            match self.raft.client_write(MetadataBatch(chunk.to_vec())).await {
+                Ok(written) => offset = written.log_id.index as i64,
+                Err(e) => {
+                    return Err(match e.forward_to_leader() {
+                        Some(f) => not_controller(f.leader_id),
+                        None => Response::Admin(Err(RpcError::new(
+                            codes::UNKNOWN_SERVER_ERROR,
+                            e.to_string(),
+                        ))),
+                    })
+                }
             }
         }
-        Ok(reply)
+        Ok((reply, offset))
     }
 
     fn check_cluster(&self, cluster_id: &str) -> Result<(), RpcError> {
@@ -357,9 +361,7 @@ impl QuorumController {
                     })
                     .await;
                 match result {
-                    Ok(()) => {
-                        Response::BrokerRegistration(Ok(self.image().brokers[&broker_id].epoch))
-                    }
+                    Ok((_, offset)) => Response::BrokerRegistration(Ok(offset)),
                     Err(Response::Admin(Err(e))) => Response::BrokerRegistration(Err(e)),
                     Err(other) => other,
                 }
@@ -395,7 +397,7 @@ impl QuorumController {
                         .write_with(|image, hb| hb.heartbeat(image, &beat, Instant::now()))
                         .await
                     {
-                        Ok(reply) => Response::BrokerHeartbeat(Ok(reply)),
+                        Ok((reply, _)) => Response::BrokerHeartbeat(Ok(reply)),
                         Err(Response::Admin(Err(e))) => Response::BrokerHeartbeat(Err(e)),
                         Err(other) => other,
                     },
@@ -433,7 +435,7 @@ impl QuorumController {
                     })
                     .await;
                 match result {
-                    Ok(block) => Response::AllocateProducerIds(Ok(block)),
+                    Ok((block, _)) => Response::AllocateProducerIds(Ok(block)),
                     Err(Response::Admin(Err(e))) => Response::AllocateProducerIds(Err(e)),
                     Err(other) => other,
                 }
@@ -454,7 +456,7 @@ impl QuorumController {
         }
     }
 
-    async fn admin(&self, write: AdminWrite) -> Result<AdminResult, Response> {
+    async fn admin(&self, write: AdminWrite) -> Result<(AdminResult, i64), Response> {
         let start = self.placement.fetch_add(1, Ordering::Relaxed);
         match write {
             AdminWrite::CreateTopics {
@@ -548,6 +550,7 @@ impl QuorumController {
             {
                 return MetadataFetched {
                     leader_id: self.leader().unwrap_or(-1),
+                    applied_offset: self.state.read(|a| a.offset()),
                     delta: Some(delta),
                 };
             }
@@ -558,6 +561,7 @@ impl QuorumController {
         }
         MetadataFetched {
             leader_id: self.leader().unwrap_or(-1),
+            applied_offset: self.state.read(|a| a.offset()),
             delta: None,
         }
     }

@@ -197,7 +197,8 @@ pub enum Response {
     BrokerRegistration(Result<i64, RpcError>),
     BrokerHeartbeat(Result<HeartbeatReply, RpcError>),
     FetchMetadata(Result<MetadataFetched, RpcError>),
-    Admin(Result<AdminResult, RpcError>),
+    /// The result, and the metadata offset a broker must reach to see the change.
+    Admin(Result<(AdminResult, i64), RpcError>),
     AllocateProducerIds(Result<(i64, i32), RpcError>),
     DescribeQuorum(Result<QuorumInfo, RpcError>),
     /// This controller is not the active one; `leader` is, if known.
@@ -219,6 +220,8 @@ pub struct HeartbeatReply {
 pub struct MetadataFetched {
     /// The active controller as this voter knows it (-1: none).
     pub leader_id: i32,
+    /// The offset this voter has applied: an observer that reached it is caught up.
+    pub applied_offset: i64,
     pub delta: Option<MetadataDelta>,
 }
 

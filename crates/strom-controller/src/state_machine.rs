@@ -74,6 +74,9 @@ impl Applied {
     }
 }
 
+/// The current snapshot: its metadata and the bytes of its file.
+type StoredSnapshot = (SnapshotMeta, Vec<u8>);
+
 /// The snapshot file's content.
 #[derive(Serialize, Deserialize)]
 struct SnapshotFile {
@@ -88,7 +91,7 @@ pub struct StateMachine {
     applied: Arc<RwLock<Applied>>,
     /// The applied offset, for waiters (long-polling observers, the controller).
     notify: Arc<watch::Sender<i64>>,
-    current: Arc<RwLock<Option<(SnapshotMeta, Vec<u8>)>>>,
+    current: Arc<RwLock<Option<StoredSnapshot>>>,
 }
 
 impl StateMachine {

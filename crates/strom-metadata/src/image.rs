@@ -154,6 +154,18 @@ impl MetadataImage {
         self.brokers.values().filter(|b| !b.fenced)
     }
 
+    /// The controller id clients are told (Metadata, DescribeCluster). A KRaft broker
+    /// forwards admin requests to the quorum itself, so, as Kafka does, clients are
+    /// pointed at a live broker: the active controller when it is one (a combined node),
+    /// else the first live broker; -1 when none is live.
+    pub fn client_controller_id(&self) -> i32 {
+        let live = |id: i32| self.brokers.get(&BrokerId(id)).is_some_and(|b| !b.fenced);
+        if live(self.controller_id) {
+            return self.controller_id;
+        }
+        self.live_brokers().next().map_or(-1, |b| b.id.0)
+    }
+
     /// Whether broker `id` is registered, unfenced and not shutting down.
     pub fn is_active(&self, id: BrokerId) -> bool {
         self.brokers

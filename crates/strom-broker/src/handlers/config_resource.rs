@@ -5,8 +5,6 @@ use std::collections::BTreeMap;
 
 use kafka_protocol::ResponseError;
 
-use super::RequestContext;
-use crate::topic::Topic;
 use crate::topic_config::ConfigType;
 use crate::{topic_config, ApiError, BrokerState};
 
@@ -30,8 +28,10 @@ pub struct ConfigValue {
 
 /// Every config of `topic` with its effective value and where that value comes from:
 /// the topic's override, the broker's `server.properties`, or the built-in default.
-pub fn topic_configs(state: &BrokerState, topic: &Topic) -> Vec<ConfigValue> {
-    let overrides = topic.configs.read();
+pub fn topic_configs(
+    state: &BrokerState,
+    overrides: &BTreeMap<String, String>,
+) -> Vec<ConfigValue> {
     let defaults = state.logs.defaults();
     topic_config::TOPIC_CONFIGS
         .iter()
@@ -54,29 +54,6 @@ pub fn topic_configs(state: &BrokerState, topic: &Topic) -> Vec<ConfigValue> {
             }
         })
         .collect()
-}
-
-/// Validates `configs` and, unless `validate_only`, makes them the topic's overrides.
-pub fn replace_topic_configs(
-    ctx: &RequestContext<'_>,
-    topic: &str,
-    configs: BTreeMap<String, String>,
-    validate_only: bool,
-) -> Result<(), ApiError> {
-    let logs = &ctx.state.logs;
-    if logs.topic(topic).is_none() {
-        return Err(ApiError::unknown_topic());
-    }
-    let mut validated = BTreeMap::new();
-    for (k, v) in configs {
-        let value = topic_config::validate(&k, &v)?;
-        validated.insert(k, value);
-    }
-    topic_config::validate_together(&validated)?;
-    if validate_only {
-        return Ok(());
-    }
-    logs.set_topic_configs(topic, validated)
 }
 
 /// The error for altering a resource other than a topic.

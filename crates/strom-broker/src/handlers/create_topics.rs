@@ -12,77 +12,74 @@ use kafka_protocol::ResponseError;
 
 use super::config_resource::topic_configs;
 use super::RequestContext;
-use crate::{standalone_controller, ApiError};
+use crate::admin::{self, TopicSpec};
+use crate::ApiError;
 
 /// CreateTopics responses describe the created topic's configs from v5.
 const CONFIGS_SINCE: i16 = 5;
 
-pub fn handle(ctx: &RequestContext<'_>, req: CreateTopicsRequest) -> CreateTopicsResponse {
+pub async fn handle(ctx: &RequestContext<'_>, req: CreateTopicsRequest) -> CreateTopicsResponse {
     let state = ctx.state;
-    let results = req
-        .topics
-        .into_iter()
-        .map(|t| {
-            let result = CreatableTopicResult::default().with_name(t.name.clone());
-            let partitions = if !t.assignments.is_empty() {
-                t.assignments.len() as i32
-            } else if t.num_partitions == -1 {
+    let mut results = Vec::with_capacity(req.topics.len());
+    for t in req.topics {
+        let result = CreatableTopicResult::default().with_name(t.name.clone());
+        let configs: BTreeMap<String, String> = t
+            .configs
+            .iter()
+            .filter_map(|c| Some((c.name.to_string(), c.value.as_ref()?.to_string())))
+            .collect();
+        let spec = TopicSpec {
+            name: t.name.to_string(),
+            partitions: if t.num_partitions == -1 {
                 state.config.num_partitions
             } else {
                 t.num_partitions
-            };
-            let configs: BTreeMap<String, String> = t
-                .configs
-                .iter()
-                .filter_map(|c| Some((c.name.to_string(), c.value.as_ref()?.to_string())))
-                .collect();
-            let outcome = if let Err(e) = validate_assignments(&t, &[state.node_id()]) {
-                Err(e)
-            } else if t.assignments.is_empty()
-                && t.replication_factor != -1
-                && t.replication_factor != 1
-            {
-                Err(ApiError::new(
-                    ResponseError::InvalidReplicationFactor,
-                    format!(
-                        "Replication factor: {} larger than available brokers: 1.",
-                        t.replication_factor
-                    ),
-                ))
-            } else {
-                standalone_controller::create_topic(
-                    state,
-                    &t.name,
-                    partitions,
-                    configs,
-                    req.validate_only,
-                )
-            };
-            match outcome {
-                Ok(topic) => {
-                    let configs = topic_configs(state, &topic)
-                        .into_iter()
-                        .map(|c| {
-                            CreatableTopicConfigs::default()
-                                .with_name(StrBytes::from_static_str(c.name))
-                                .with_value(Some(StrBytes::from_string(c.value)))
-                                .with_config_source(c.source)
-                        })
-                        .collect();
-                    result
-                        .with_topic_id(topic.id)
-                        .with_num_partitions(partitions)
-                        .with_replication_factor(1)
-                        .with_configs((ctx.version >= CONFIGS_SINCE).then_some(configs))
-                }
-                Err(e) => result
-                    .with_error_code(e.code())
-                    .with_error_message(Some(StrBytes::from_string(e.message)))
-                    .with_num_partitions(-1)
-                    .with_replication_factor(-1),
+            },
+            replication_factor: t.replication_factor,
+            assignments: {
+                let mut a: Vec<_> = t.assignments.iter().collect();
+                a.sort_by_key(|a| a.partition_index);
+                a.iter()
+                    .map(|a| {
+                        a.broker_ids
+                            .iter()
+                            .map(|b| strom_metadata::BrokerId(b.0))
+                            .collect()
+                    })
+                    .collect()
+            },
+            configs: configs.clone(),
+        };
+        let brokers: Vec<i32> = state.metadata.image().brokers.keys().map(|b| b.0).collect();
+        let outcome = match validate_assignments(&t, &brokers) {
+            Err(e) => Err(e),
+            Ok(()) => admin::create_topic(state, spec, req.validate_only).await,
+        };
+        results.push(match outcome {
+            Ok(created) => {
+                let overrides = admin::topic_overrides(state, &t.name).unwrap_or(configs);
+                let configs = topic_configs(state, &overrides)
+                    .into_iter()
+                    .map(|c| {
+                        CreatableTopicConfigs::default()
+                            .with_name(StrBytes::from_static_str(c.name))
+                            .with_value(Some(StrBytes::from_string(c.value)))
+                            .with_config_source(c.source)
+                    })
+                    .collect();
+                result
+                    .with_topic_id(created.id)
+                    .with_num_partitions(created.partitions)
+                    .with_replication_factor(created.replication_factor)
+                    .with_configs((ctx.version >= CONFIGS_SINCE).then_some(configs))
             }
-        })
-        .collect();
+            Err(e) => result
+                .with_error_code(e.code())
+                .with_error_message(Some(StrBytes::from_string(e.message)))
+                .with_num_partitions(-1)
+                .with_replication_factor(-1),
+        });
+    }
     CreateTopicsResponse::default().with_topics(results)
 }
 

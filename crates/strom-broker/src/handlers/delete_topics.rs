@@ -7,9 +7,9 @@ use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
 use super::RequestContext;
-use crate::{standalone_controller, ApiError};
+use crate::ApiError;
 
-pub fn handle(ctx: &RequestContext<'_>, req: DeleteTopicsRequest) -> DeleteTopicsResponse {
+pub async fn handle(ctx: &RequestContext<'_>, req: DeleteTopicsRequest) -> DeleteTopicsResponse {
     let image = ctx.state.metadata.image();
     let mut targets: Vec<(Option<TopicName>, Uuid)> = req
         .topic_names
@@ -17,9 +17,9 @@ pub fn handle(ctx: &RequestContext<'_>, req: DeleteTopicsRequest) -> DeleteTopic
         .map(|n| (Some(n), Uuid::nil()))
         .collect();
     targets.extend(req.topics.into_iter().map(|t| (t.name, t.topic_id)));
-    let responses = targets
-        .into_iter()
-        .map(|(name, id)| {
+    let mut responses = Vec::with_capacity(targets.len());
+    for (name, id) in targets {
+        {
             let name = name.or_else(|| {
                 image
                     .topic_by_id(id)
@@ -27,20 +27,20 @@ pub fn handle(ctx: &RequestContext<'_>, req: DeleteTopicsRequest) -> DeleteTopic
             });
             let result = DeletableTopicResult::default().with_name(name.clone());
             let outcome = match &name {
-                Some(n) => standalone_controller::delete_topic(ctx.state, n),
+                Some(n) => crate::admin::delete_topic(ctx.state, n).await,
                 None => Err(ApiError::new(
                     ResponseError::UnknownTopicId,
                     "unknown topic id",
                 )),
             };
-            match outcome {
+            responses.push(match outcome {
                 Ok(deleted_id) => result.with_topic_id(deleted_id),
                 Err(e) => result
                     .with_topic_id(id)
                     .with_error_code(e.code())
                     .with_error_message(Some(StrBytes::from_string(e.message))),
-            }
-        })
-        .collect();
+            });
+        }
+    }
     DeleteTopicsResponse::default().with_responses(responses)
 }

@@ -24,7 +24,7 @@ pub fn handle(ctx: &RequestContext<'_>, req: DescribeClusterRequest) -> Describe
         .collect();
     DescribeClusterResponse::default()
         .with_cluster_id(StrBytes::from_string(image.cluster_id.clone()))
-        .with_controller_id(BrokerId(image.controller_id))
+        .with_controller_id(BrokerId(image.client_controller_id()))
         .with_brokers(brokers)
         .with_cluster_authorized_operations(authorized_operations::answer(
             req.include_cluster_authorized_operations,

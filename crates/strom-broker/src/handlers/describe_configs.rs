@@ -26,12 +26,9 @@ fn topic_entries(
     name: &str,
     include_documentation: bool,
 ) -> Result<Vec<DescribeConfigsResourceResult>, ApiError> {
-    let topic = ctx
-        .state
-        .logs
-        .topic(name)
-        .ok_or_else(ApiError::unknown_topic)?;
-    Ok(topic_configs(ctx.state, &topic)
+    let overrides =
+        crate::admin::topic_overrides(ctx.state, name).ok_or_else(ApiError::unknown_topic)?;
+    Ok(topic_configs(ctx.state, &overrides)
         .into_iter()
         .map(|c| {
             entry(c.name, c.value, c.source, false)

@@ -1,4 +1,4 @@
-//! FindCoordinator: with one broker, this broker coordinates every group. Transactions do
+//! FindCoordinator: the broker that coordinates a group (this one on a standalone node). Transactions do
 //! not exist yet: a transaction coordinator lookup gets a fatal error with a message
 //! saying so, because the retriable COORDINATOR_NOT_AVAILABLE made transactional
 //! producers wait out their whole timeout before failing.
@@ -17,20 +17,47 @@ const BATCHED_SINCE: i16 = 4;
 const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
 
+/// Java's `String.hashCode`, which Kafka uses to spread groups.
+fn java_hash(s: &str) -> i32 {
+    s.encode_utf16().fold(0i32, |h, c| {
+        h.wrapping_mul(31).wrapping_add(i32::from(c as i16))
+    })
+}
+
+/// The broker that coordinates group `key`: this node on a standalone node; in a
+/// cluster, one of the live brokers chosen by the group id's hash (as Kafka hashes a
+/// group to a partition of `__consumer_offsets`), so every broker gives the same answer.
+/// Group state (committed offsets) stays on the broker that coordinated it: it is not
+/// yet replicated through an internal topic.
+fn group_coordinator(ctx: &RequestContext<'_>, key: &str) -> Option<strom_metadata::BrokerId> {
+    let image = ctx.state.metadata.image();
+    if ctx.state.quorum.is_none() {
+        return Some(strom_metadata::BrokerId(ctx.state.node_id()));
+    }
+    let live: Vec<_> = image.live_brokers().map(|b| b.id).collect();
+    if live.is_empty() {
+        return None;
+    }
+    let index = (java_hash(key) & 0x7fff_ffff) as usize % live.len();
+    Some(live[index])
+}
+
 /// The coordinator of one key, or why there is none.
-fn locate(ctx: &RequestContext<'_>, key_type: i8) -> Result<(i32, String, i32), ResponseError> {
+fn locate(
+    ctx: &RequestContext<'_>,
+    key_type: i8,
+    key: &str,
+) -> Result<(i32, String, i32), ResponseError> {
     match key_type {
         KEY_TYPE_GROUP => {
-            // Every group is coordinated by this broker until the offsets topic is
-            // partitioned over a cluster; its endpoint comes from the image.
             let image = ctx.state.metadata.image();
-            let node = ctx.state.node_id();
+            let node = group_coordinator(ctx, key).ok_or(ResponseError::CoordinatorNotAvailable)?;
             image
                 .brokers
-                .get(&strom_metadata::BrokerId(node))
+                .get(&node)
                 .filter(|b| !b.fenced)
                 .and_then(|b| b.endpoint(ctx.listener))
-                .map(|e| (node, e.host.clone(), i32::from(e.port)))
+                .map(|e| (node.0, e.host.clone(), i32::from(e.port)))
                 .ok_or(ResponseError::CoordinatorNotAvailable)
         }
         KEY_TYPE_TRANSACTION => Err(ResponseError::TransactionalIdAuthorizationFailed),
@@ -58,8 +85,9 @@ pub fn handle(ctx: &RequestContext<'_>, req: FindCoordinatorRequest) -> FindCoor
             .coordinator_keys
             .into_iter()
             .map(|key| {
+                let located = locate(ctx, req.key_type, &key);
                 let c = Coordinator::default().with_key(key);
-                match locate(ctx, req.key_type) {
+                match located {
                     Ok((node, host, port)) => c
                         .with_node_id(BrokerId(node))
                         .with_host(StrBytes::from_string(host))
@@ -74,7 +102,7 @@ pub fn handle(ctx: &RequestContext<'_>, req: FindCoordinatorRequest) -> FindCoor
             .collect();
         return FindCoordinatorResponse::default().with_coordinators(coordinators);
     }
-    match locate(ctx, req.key_type) {
+    match locate(ctx, req.key_type, &req.key) {
         Ok((node, host, port)) => FindCoordinatorResponse::default()
             .with_node_id(BrokerId(node))
             .with_host(StrBytes::from_string(host))

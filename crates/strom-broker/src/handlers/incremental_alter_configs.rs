@@ -6,7 +6,7 @@ use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterC
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::config_resource::{replace_topic_configs, unsupported_resource, RESOURCE_TOPIC};
+use super::config_resource::{unsupported_resource, RESOURCE_TOPIC};
 use super::RequestContext;
 use crate::{topic_config, ApiError};
 
@@ -15,7 +15,7 @@ const DELETE: i8 = 1;
 const APPEND: i8 = 2;
 const SUBTRACT: i8 = 3;
 
-fn alter(
+async fn alter(
     ctx: &RequestContext<'_>,
     resource: &AlterConfigsResource,
     validate_only: bool,
@@ -24,12 +24,8 @@ fn alter(
         return Err(unsupported_resource(resource.resource_type));
     }
     let name = resource.resource_name.as_str();
-    let topic = ctx
-        .state
-        .logs
-        .topic(name)
-        .ok_or_else(ApiError::unknown_topic)?;
-    let mut configs = topic.configs.read().clone();
+    let mut configs =
+        crate::admin::topic_overrides(ctx.state, name).ok_or_else(ApiError::unknown_topic)?;
     for c in &resource.configs {
         let key = c.name.to_string();
         let value = c.value.as_ref().map(|v| v.to_string()).unwrap_or_default();
@@ -78,27 +74,26 @@ fn alter(
             }
         }
     }
-    replace_topic_configs(ctx, name, configs, validate_only)
+    crate::admin::replace_topic_configs(ctx.state, name, configs, validate_only).await
 }
 
-pub fn handle(
+pub async fn handle(
     ctx: &RequestContext<'_>,
     req: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
-    let responses = req
-        .resources
-        .iter()
-        .map(|resource| {
+    let mut responses = Vec::with_capacity(req.resources.len());
+    for resource in &req.resources {
+        {
             let response = AlterConfigsResourceResponse::default()
                 .with_resource_type(resource.resource_type)
                 .with_resource_name(resource.resource_name.clone());
-            match alter(ctx, resource, req.validate_only) {
+            responses.push(match alter(ctx, resource, req.validate_only).await {
                 Ok(()) => response,
                 Err(e) => response
                     .with_error_code(e.code())
                     .with_error_message(Some(StrBytes::from_string(e.message))),
-            }
-        })
-        .collect();
+            });
+        }
+    }
     IncrementalAlterConfigsResponse::default().with_responses(responses)
 }

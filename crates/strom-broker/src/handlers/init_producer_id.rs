@@ -6,7 +6,10 @@ use kafka_protocol::ResponseError;
 
 use super::RequestContext;
 
-pub fn handle(ctx: &RequestContext<'_>, req: InitProducerIdRequest) -> InitProducerIdResponse {
+pub async fn handle(
+    ctx: &RequestContext<'_>,
+    req: InitProducerIdRequest,
+) -> InitProducerIdResponse {
     let response = InitProducerIdResponse::default()
         .with_producer_id(ProducerId(-1))
         .with_producer_epoch(-1);
@@ -20,13 +23,13 @@ pub fn handle(ctx: &RequestContext<'_>, req: InitProducerIdRequest) -> InitProdu
     // @platformatic/kafka sends producer id 0, epoch 0 on every new producer, so echoing
     // them back would make every such producer producer 0 and fail its first Produce
     // with OUT_OF_ORDER_SEQUENCE_NUMBER.
-    match ctx.state.producer_ids.next_id() {
+    match crate::admin::next_producer_id(ctx.state).await {
         Ok(id) => response
             .with_producer_id(ProducerId(id))
             .with_producer_epoch(0),
         Err(e) => {
-            tracing::error!(error = %e, "cannot allocate producer id");
-            response.with_error_code(ResponseError::KafkaStorageError.code())
+            tracing::error!(error = %e.message, "cannot allocate producer id");
+            response.with_error_code(e.code())
         }
     }
 }

@@ -11,10 +11,9 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::{authorized_operations, RequestContext};
-use crate::standalone_controller;
 use strom_metadata::TopicImage;
 
-pub fn handle(ctx: &RequestContext<'_>, req: MetadataRequest) -> MetadataResponse {
+pub async fn handle(ctx: &RequestContext<'_>, req: MetadataRequest) -> MetadataResponse {
     let state = ctx.state;
     let all = match &req.topics {
         None => true,
@@ -31,13 +30,16 @@ pub fn handle(ctx: &RequestContext<'_>, req: MetadataRequest) -> MetadataRespons
         for name in req.topics.iter().flatten().filter_map(|t| t.name.as_ref()) {
             if state.metadata.image().topic(name).is_none() {
                 // A concurrent request may create it first: the image then has it anyway.
-                let _ = standalone_controller::create_topic(
-                    state,
-                    name,
-                    state.config.num_partitions,
-                    Default::default(),
-                    false,
-                );
+                let spec = crate::admin::TopicSpec {
+                    name: name.to_string(),
+                    partitions: state.config.num_partitions,
+                    replication_factor: -1,
+                    assignments: Vec::new(),
+                    configs: Default::default(),
+                };
+                if let Err(e) = crate::admin::create_topic(state, spec, false).await {
+                    tracing::debug!(topic = %name.as_str(), error = %e.message, "auto-creation failed");
+                }
             }
         }
     }
@@ -90,7 +92,7 @@ pub fn handle(ctx: &RequestContext<'_>, req: MetadataRequest) -> MetadataRespons
     MetadataResponse::default()
         .with_brokers(brokers)
         .with_cluster_id(Some(StrBytes::from_string(image.cluster_id.clone())))
-        .with_controller_id(BrokerId(image.controller_id))
+        .with_controller_id(BrokerId(image.client_controller_id()))
         .with_topics(topics)
         .with_cluster_authorized_operations(authorized_operations::answer(
             req.include_cluster_authorized_operations,

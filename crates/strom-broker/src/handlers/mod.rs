@@ -26,6 +26,7 @@ pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_quorum;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -99,7 +100,7 @@ pub async fn handle(
     }
     match request.body {
         RequestKind::ApiVersions(_) => respond!(api_versions::handle(&ctx)),
-        RequestKind::Metadata(r) => respond!(metadata::handle(&ctx, r)),
+        RequestKind::Metadata(r) => respond!(metadata::handle(&ctx, r).await),
         RequestKind::Produce(r) => match produce::handle(&ctx, r) {
             Some(body) => respond!(body),
             None => Ok(None),
@@ -107,17 +108,18 @@ pub async fn handle(
         RequestKind::Fetch(r) => respond!(fetch::handle(&ctx, r).await),
         RequestKind::ListOffsets(r) => respond!(list_offsets::handle(&ctx, r)),
         RequestKind::OffsetForLeaderEpoch(r) => respond!(offset_for_leader_epoch::handle(&ctx, r)),
-        RequestKind::CreateTopics(r) => respond!(create_topics::handle(&ctx, r)),
-        RequestKind::DeleteTopics(r) => respond!(delete_topics::handle(&ctx, r)),
-        RequestKind::CreatePartitions(r) => respond!(create_partitions::handle(&ctx, r)),
+        RequestKind::CreateTopics(r) => respond!(create_topics::handle(&ctx, r).await),
+        RequestKind::DeleteTopics(r) => respond!(delete_topics::handle(&ctx, r).await),
+        RequestKind::CreatePartitions(r) => respond!(create_partitions::handle(&ctx, r).await),
         RequestKind::DescribeConfigs(r) => respond!(describe_configs::handle(&ctx, r)),
-        RequestKind::AlterConfigs(r) => respond!(alter_configs::handle(&ctx, r)),
+        RequestKind::AlterConfigs(r) => respond!(alter_configs::handle(&ctx, r).await),
         RequestKind::IncrementalAlterConfigs(r) => {
-            respond!(incremental_alter_configs::handle(&ctx, r))
+            respond!(incremental_alter_configs::handle(&ctx, r).await)
         }
         RequestKind::DescribeCluster(r) => respond!(describe_cluster::handle(&ctx, r)),
+        RequestKind::DescribeQuorum(r) => respond!(describe_quorum::handle(&ctx, r).await),
         RequestKind::DeleteRecords(r) => respond!(delete_records::handle(&ctx, r)),
-        RequestKind::InitProducerId(r) => respond!(init_producer_id::handle(&ctx, r)),
+        RequestKind::InitProducerId(r) => respond!(init_producer_id::handle(&ctx, r).await),
         RequestKind::FindCoordinator(r) => respond!(find_coordinator::handle(&ctx, r)),
         RequestKind::JoinGroup(r) => respond!(join_group::handle(&ctx, r).await),
         RequestKind::SyncGroup(r) => respond!(sync_group::handle(&ctx, r).await),

@@ -1,0 +1,251 @@
+//! Admin changes as this node's controller makes them: on a standalone node its own
+//! controller (`standalone_controller`) changes the logs and the image at once; on a
+//! broker of a cluster the change is forwarded to the active controller of the quorum
+//! (Kafka's forwarding), which decides placement and writes the records every broker
+//! applies. Handlers call these functions and never choose between the two themselves.
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::ResponseError;
+use strom_controller::rpc::{AdminResult, AdminWrite, NewTopic};
+use strom_metadata::{BrokerId, ConfigResource};
+use uuid::Uuid;
+
+use crate::{standalone_controller, topic_config, ApiError, BrokerState};
+
+/// A created topic as CreateTopics reports it.
+#[derive(Debug, Clone)]
+pub struct Created {
+    pub id: Uuid,
+    pub partitions: i32,
+    pub replication_factor: i16,
+}
+
+/// What a CreateTopics entry asks for.
+#[derive(Debug, Clone)]
+pub struct TopicSpec {
+    pub name: String,
+    pub partitions: i32,
+    /// -1: `default.replication.factor`.
+    pub replication_factor: i16,
+    pub assignments: Vec<Vec<BrokerId>>,
+    pub configs: BTreeMap<String, String>,
+}
+
+/// Validates what a broker validates before any controller sees a request: the topic
+/// name, the partition count and every config value.
+fn validated(spec: &TopicSpec, state: &BrokerState) -> Result<BTreeMap<String, String>, ApiError> {
+    crate::topic::validate_topic_name(&spec.name)
+        .map_err(|m| ApiError::new(ResponseError::InvalidTopicException, m))?;
+    if spec.assignments.is_empty() && spec.partitions < 1 {
+        return Err(ApiError::new(
+            ResponseError::InvalidPartitions,
+            "Number of partitions must be larger than 0.",
+        ));
+    }
+    let count = if spec.assignments.is_empty() {
+        spec.partitions
+    } else {
+        spec.assignments.len() as i32
+    };
+    if count > state.config.max_partitions_per_request {
+        return Err(ApiError::new(
+            ResponseError::InvalidPartitions,
+            format!(
+                "Cannot add {count} partitions in one request: max.partitions.per.request is {}.",
+                state.config.max_partitions_per_request
+            ),
+        ));
+    }
+    let mut configs = BTreeMap::new();
+    for (k, v) in &spec.configs {
+        configs.insert(k.clone(), topic_config::validate(k, v)?);
+    }
+    topic_config::validate_together(&configs)?;
+    Ok(configs)
+}
+
+fn unexpected(result: AdminResult) -> ApiError {
+    ApiError::new(
+        ResponseError::UnknownServerError,
+        format!("unexpected controller answer {result:?}"),
+    )
+}
+
+/// CreateTopics for one topic.
+pub async fn create_topic(
+    state: &BrokerState,
+    spec: TopicSpec,
+    validate_only: bool,
+) -> Result<Created, ApiError> {
+    let configs = validated(&spec, state)?;
+    let Some(quorum) = &state.quorum else {
+        if spec.assignments.is_empty()
+            && spec.replication_factor != -1
+            && spec.replication_factor != 1
+        {
+            return Err(ApiError::new(
+                ResponseError::InvalidReplicationFactor,
+                format!(
+                    "Replication factor: {} larger than available brokers: 1.",
+                    spec.replication_factor
+                ),
+            ));
+        }
+        let partitions = if spec.assignments.is_empty() {
+            spec.partitions
+        } else {
+            spec.assignments.len() as i32
+        };
+        let topic = standalone_controller::create_topic(
+            state,
+            &spec.name,
+            partitions,
+            configs,
+            validate_only,
+        )?;
+        return Ok(Created {
+            id: topic.id,
+            partitions,
+            replication_factor: 1,
+        });
+    };
+    let replication_factor = if spec.replication_factor == -1 {
+        state.config.kraft.default_replication_factor
+    } else {
+        spec.replication_factor
+    };
+    let write = AdminWrite::CreateTopics {
+        topics: vec![NewTopic {
+            name: spec.name.clone(),
+            partitions: spec.partitions,
+            replication_factor,
+            assignments: spec.assignments.clone(),
+            configs,
+        }],
+        validate_only,
+    };
+    match quorum.admin(&state.metadata, write).await? {
+        AdminResult::CreateTopics(mut results) if results.len() == 1 => {
+            let created = results
+                .pop()
+                .expect("one result")
+                .map_err(crate::quorum_channel::api_error)?;
+            Ok(Created {
+                id: created.topic_id,
+                partitions: created.partitions,
+                replication_factor: created.replication_factor,
+            })
+        }
+        other => Err(unexpected(other)),
+    }
+}
+
+/// CreatePartitions for one topic.
+pub async fn create_partitions(
+    state: &BrokerState,
+    name: &str,
+    count: i32,
+    validate_only: bool,
+) -> Result<(), ApiError> {
+    let Some(quorum) = &state.quorum else {
+        return standalone_controller::create_partitions(state, name, count, validate_only);
+    };
+    let current = state
+        .metadata
+        .image()
+        .topic(name)
+        .map_or(0, |t| t.partitions.len() as i32);
+    if count - current > state.config.max_partitions_per_request {
+        return Err(ApiError::new(
+            ResponseError::InvalidPartitions,
+            format!(
+                "Cannot add {} partitions in one request: max.partitions.per.request is {}.",
+                count - current,
+                state.config.max_partitions_per_request
+            ),
+        ));
+    }
+    let write = AdminWrite::CreatePartitions {
+        topic: name.to_string(),
+        count,
+        assignments: Vec::new(),
+        validate_only,
+    };
+    match quorum.admin(&state.metadata, write).await? {
+        AdminResult::CreatePartitions(r) => r.map_err(crate::quorum_channel::api_error),
+        other => Err(unexpected(other)),
+    }
+}
+
+/// DeleteTopics for one topic.
+pub async fn delete_topic(state: &BrokerState, name: &str) -> Result<Uuid, ApiError> {
+    let Some(quorum) = &state.quorum else {
+        return standalone_controller::delete_topic(state, name);
+    };
+    let write = AdminWrite::DeleteTopics {
+        names: vec![name.to_string()],
+    };
+    match quorum.admin(&state.metadata, write).await? {
+        AdminResult::DeleteTopics(mut results) if results.len() == 1 => results
+            .pop()
+            .expect("one result")
+            .map_err(crate::quorum_channel::api_error),
+        other => Err(unexpected(other)),
+    }
+}
+
+/// A topic's config overrides as they are now, `None` if the topic does not exist.
+pub fn topic_overrides(state: &BrokerState, name: &str) -> Option<BTreeMap<String, String>> {
+    match &state.quorum {
+        Some(_) => state
+            .metadata
+            .image()
+            .topic(name)
+            .map(|_| state.metadata.image().topic_configs(name)),
+        None => state.logs.topic(name).map(|t| t.configs.read().clone()),
+    }
+}
+
+/// Validates `configs` and, unless `validate_only`, makes them the topic's overrides.
+pub async fn replace_topic_configs(
+    state: &BrokerState,
+    name: &str,
+    configs: BTreeMap<String, String>,
+    validate_only: bool,
+) -> Result<(), ApiError> {
+    if topic_overrides(state, name).is_none() {
+        return Err(ApiError::unknown_topic());
+    }
+    let mut validated = BTreeMap::new();
+    for (k, v) in configs {
+        let value = topic_config::validate(&k, &v)?;
+        validated.insert(k, value);
+    }
+    topic_config::validate_together(&validated)?;
+    let Some(quorum) = &state.quorum else {
+        if validate_only {
+            return Ok(());
+        }
+        return state.logs.set_topic_configs(name, validated);
+    };
+    let write = AdminWrite::AlterConfigs {
+        resource: ConfigResource::Topic(name.to_string()),
+        changes: validated.into_iter().map(|(k, v)| (k, Some(v))).collect(),
+        replace: true,
+        validate_only,
+    };
+    match quorum.admin(&state.metadata, write).await? {
+        AdminResult::AlterConfigs(r) => r.map_err(crate::quorum_channel::api_error),
+        other => Err(unexpected(other)),
+    }
+}
+
+/// A new producer id: from this node's file-backed blocks standalone, from blocks the
+/// controller allocates in a cluster.
+pub async fn next_producer_id(state: &BrokerState) -> Result<i64, ApiError> {
+    match &state.quorum {
+        Some(quorum) => quorum.next_producer_id().await,
+        None => state.producer_ids.next_id().map_err(ApiError::from),
+    }
+}

@@ -1,0 +1,373 @@
+//! A KRaft cluster of real `strom` processes (issue "Cluster, part 1"): three combined
+//! nodes formatted with one cluster id spread a topic's leaders over all three and serve
+//! librdkafka through the bootstrap list; kafka-python and kafkajs see the three brokers;
+//! a kill -9 of the active controller elects another that takes writes; SIGTERM is a
+//! controlled shutdown and the restarted broker rejoins; a broker killed with -9 is fenced
+//! after its session timeout; three controller-only and two broker-only processes work as
+//! well; the controller listener refuses foreign clusters, duplicate registrations and
+//! garbage. Every wait polls its condition.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use common::client::{block_on, create_topic, send_waiting};
+use common::cluster::TestCluster;
+use common::{test_file, wait_until};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use strom_controller::rpc::{codes, Connection, Request, Response};
+use strom_controller::ControllerClient;
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Where an acknowledged record landed (partition, offset), or why it was not.
+type Delivery = Result<(i32, i64), String>;
+
+/// Delivery reports of every record, by its index.
+#[derive(Default)]
+struct Deliveries(Mutex<BTreeMap<usize, Delivery>>);
+
+impl ClientContext for Deliveries {}
+
+impl ProducerContext for Deliveries {
+    type DeliveryOpaque = Box<usize>;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, index: Self::DeliveryOpaque) {
+        let outcome = match result {
+            Ok(m) => Ok((m.partition(), m.offset())),
+            Err((e, _)) => Err(e.to_string()),
+        };
+        self.0.lock().unwrap().insert(*index, outcome);
+    }
+}
+
+/// Produces `count` records to `topic` (record i to partition i mod `partitions`, value
+/// `i`) with an idempotent acks=all librdkafka producer, and returns where each landed.
+fn produce(bootstrap: &str, topic: &str, partitions: i32, count: usize) -> Vec<(i32, i64)> {
+    let producer: BaseProducer<Deliveries> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("acks", "all")
+        .set("enable.idempotence", "true")
+        .set("linger.ms", "5")
+        .create_with_context(Deliveries::default())
+        .expect("producer");
+    for i in 0..count {
+        let value = i.to_string();
+        let record = BaseRecord::with_opaque_to(topic, Box::new(i))
+            .payload(&value)
+            .key(&value)
+            .partition(i as i32 % partitions);
+        send_waiting(&producer, record);
+    }
+    producer.flush(TIMEOUT).expect("flush");
+    let deliveries = producer.context().0.lock().unwrap();
+    assert_eq!(deliveries.len(), count, "delivery reports");
+    deliveries
+        .iter()
+        .map(|(i, outcome)| {
+            outcome
+                .clone()
+                .unwrap_or_else(|e| panic!("record {i}: {e}"))
+        })
+        .collect()
+}
+
+/// Reads every partition of `topic` from the beginning until `count` records came back;
+/// returns the values of each partition in offset order.
+fn consume(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    count: usize,
+) -> BTreeMap<i32, Vec<String>> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "cluster-test-assign-only")
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("consumer");
+    let mut assignment = TopicPartitionList::new();
+    for p in 0..partitions {
+        assignment
+            .add_partition_offset(topic, p, Offset::Beginning)
+            .unwrap();
+    }
+    consumer.assign(&assignment).expect("assign");
+    let mut out: BTreeMap<i32, Vec<String>> = BTreeMap::new();
+    let mut read = 0;
+    let deadline = Instant::now() + TIMEOUT;
+    while read < count && Instant::now() < deadline {
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(200)) {
+            out.entry(m.partition())
+                .or_default()
+                .push(String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned());
+            read += 1;
+        }
+    }
+    assert_eq!(read, count, "records read back from {topic}");
+    out
+}
+
+/// The leader of each partition of `topic` in `addr`'s Metadata (empty if unknown).
+fn leaders(addr: &str, topic: &str) -> Vec<i32> {
+    TestCluster::metadata(addr)
+        .topics
+        .iter()
+        .find(|t| t.name.as_ref().is_some_and(|n| n.as_str() == topic))
+        .map(|t| t.partitions.iter().map(|p| p.leader_id.0).collect())
+        .unwrap_or_default()
+}
+
+/// Checks that every record `produce` wrote came back, in order per partition.
+fn assert_all_read(read: &BTreeMap<i32, Vec<String>>, partitions: i32, count: usize) {
+    for p in 0..partitions {
+        let expected: Vec<String> = (0..count)
+            .filter(|i| *i as i32 % partitions == p)
+            .map(|i| i.to_string())
+            .collect();
+        assert_eq!(
+            read.get(&p).cloned().unwrap_or_default(),
+            expected,
+            "partition {p}"
+        );
+    }
+}
+
+#[test]
+fn three_combined_nodes_spread_leaders_and_serve_every_record_through_the_bootstrap_list() {
+    let cluster = TestCluster::combined(3, &[]);
+    cluster.wait_for_brokers(&[1, 2, 3]);
+    create_topic(&cluster.bootstrap(), "spread", 6);
+    for node in &cluster.nodes {
+        let addr = node.address();
+        assert!(
+            wait_until(TIMEOUT, || leaders(&addr, "spread").len() == 6),
+            "broker {} does not see the topic",
+            node.id
+        );
+        let mut per_broker = BTreeMap::new();
+        for leader in leaders(&addr, "spread") {
+            *per_broker.entry(leader).or_insert(0) += 1;
+        }
+        assert_eq!(
+            per_broker,
+            BTreeMap::from([(1, 2), (2, 2), (3, 2)]),
+            "leaders as broker {} sees them",
+            node.id
+        );
+    }
+    let landed = produce(&cluster.bootstrap(), "spread", 6, 600);
+    for (i, (partition, _)) in landed.iter().enumerate() {
+        assert_eq!(*partition, i as i32 % 6);
+    }
+    assert_all_read(&consume(&cluster.bootstrap(), "spread", 6, 600), 6, 600);
+    let quorum = TestCluster::describe_quorum(&cluster.nodes[0].address());
+    let partition = &quorum.topics[0].partitions[0];
+    assert_eq!(partition.current_voters.len(), 3);
+    assert!(partition.high_watermark > 0);
+}
+
+#[test]
+fn kill_9_of_the_active_controller_elects_another_that_takes_writes() {
+    let mut cluster = TestCluster::combined(3, &[]);
+    cluster.wait_for_brokers(&[1, 2, 3]);
+    let any = cluster.nodes[0].address();
+    assert!(wait_until(TIMEOUT, || TestCluster::active_controller(&any) > 0));
+    let old = TestCluster::active_controller(&any);
+    cluster.node(old).kill9();
+    let other = cluster.broker_other_than(old);
+    assert!(
+        wait_until(TIMEOUT, || {
+            let now = TestCluster::active_controller(&other);
+            now > 0 && now != old
+        }),
+        "no new active controller after the kill of {old}"
+    );
+    let new = TestCluster::active_controller(&other);
+    assert!(
+        wait_until(TIMEOUT, || TestCluster::metadata(&other).controller_id.0
+            == new),
+        "Metadata names the new active controller (a combined node is a live broker)"
+    );
+    create_topic(&other, "after-failover", 2);
+    assert!(wait_until(TIMEOUT, || leaders(&other, "after-failover")
+        .len()
+        == 2));
+    let epoch_before = TestCluster::describe_quorum(&other).topics[0].partitions[0].leader_epoch;
+    cluster.node(old).restart();
+    let back = cluster.node(old).address();
+    assert!(
+        wait_until(TIMEOUT, || leaders(&back, "after-failover").len() == 2),
+        "the restarted node catches up"
+    );
+    assert!(
+        TestCluster::describe_quorum(&back).topics[0].partitions[0].leader_epoch >= epoch_before
+    );
+}
+
+#[test]
+fn sigterm_is_a_controlled_shutdown_and_the_restarted_broker_rejoins() {
+    let mut cluster = TestCluster::combined(3, &[]);
+    cluster.wait_for_brokers(&[1, 2, 3]);
+    let bootstrap = cluster.bootstrap();
+    create_topic(&bootstrap, "controlled", 3);
+    let first = cluster.nodes[0].address();
+    assert!(wait_until(TIMEOUT, || {
+        let l = leaders(&first, "controlled");
+        l.len() == 3 && !l.contains(&-1)
+    }));
+    produce(&bootstrap, "controlled", 3, 90);
+    let victim = leaders(&first, "controlled")[1];
+    let status = cluster.node(victim).terminate();
+    assert!(status.success(), "SIGTERM exits 0: {status:?}");
+    let stderr = cluster.node(victim).stderr();
+    assert!(
+        stderr.contains("controlled shutdown: the controller moved every leadership away"),
+        "{stderr}"
+    );
+    let other = cluster.broker_other_than(victim);
+    // With one replica nobody can take the partition over: it has no leader until its
+    // broker is back.
+    assert!(wait_until(TIMEOUT, || leaders(&other, "controlled")[1] == -1));
+    cluster.node(victim).restart();
+    assert!(
+        wait_until(TIMEOUT, || leaders(&other, "controlled")[1] == victim),
+        "the restarted broker leads its partition again"
+    );
+    cluster.wait_for_brokers(&[1, 2, 3]);
+    assert_all_read(&consume(&cluster.bootstrap(), "controlled", 3, 90), 3, 90);
+}
+
+#[test]
+fn a_broker_killed_with_9_is_fenced_after_its_session_timeout() {
+    let mut cluster = TestCluster::combined(
+        3,
+        &[
+            "broker.session.timeout.ms=2000",
+            "broker.heartbeat.interval.ms=300",
+        ],
+    );
+    cluster.wait_for_brokers(&[1, 2, 3]);
+    let any = cluster.nodes[0].address();
+    assert!(wait_until(TIMEOUT, || TestCluster::active_controller(&any) > 0));
+    let controller = TestCluster::active_controller(&any);
+    let victim = (1..=3).find(|id| *id != controller).unwrap();
+    cluster.node(victim).kill9();
+    let others: Vec<i32> = (1..=3).filter(|id| *id != victim).collect();
+    cluster.wait_for_brokers(&others);
+}
+
+#[test]
+fn three_controllers_and_two_brokers_serve_clients() {
+    let cluster = TestCluster::split(3, 2, &[]);
+    cluster.wait_for_brokers(&[4, 5]);
+    let bootstrap = cluster.bootstrap();
+    create_topic(&bootstrap, "split", 4);
+    let first = cluster.nodes[3].address();
+    assert!(wait_until(TIMEOUT, || {
+        let l = leaders(&first, "split");
+        l.len() == 4 && l.iter().all(|b| *b == 4 || *b == 5)
+    }));
+    produce(&bootstrap, "split", 4, 100);
+    assert_all_read(&consume(&bootstrap, "split", 4, 100), 4, 100);
+    let controller = TestCluster::active_controller(&cluster.nodes[3].address());
+    assert!(
+        (1..=3).contains(&controller),
+        "a controller-only node is active: {controller}"
+    );
+}
+
+fn run_script(program: &str, script: &str, bootstrap: &str) -> String {
+    let out = Command::new(program)
+        .arg(script)
+        .arg(bootstrap)
+        .current_dir(test_file("clients"))
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {program} (installed by .ci/run): {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{script} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[test]
+fn kafka_python_and_kafkajs_see_the_three_brokers() {
+    let cluster = TestCluster::combined(3, &[]);
+    cluster.wait_for_brokers(&[1, 2, 3]);
+    let first = cluster.nodes[0].address();
+    let python = run_script("python3", "cluster_brokers_kafka_python.py", &first);
+    assert!(python.contains("brokers 1,2,3"), "{python}");
+    let node = run_script("node", "cluster_brokers_kafkajs.js", &first);
+    assert!(node.contains("brokers 1,2,3"), "{node}");
+}
+
+#[test]
+fn the_controller_refuses_a_foreign_cluster_a_duplicate_registration_and_garbage() {
+    let cluster = TestCluster::combined(3, &[]);
+    cluster.wait_for_brokers(&[1, 2, 3]);
+    let voters: Vec<(i32, String)> = cluster
+        .nodes
+        .iter()
+        .map(|n| (n.id, format!("127.0.0.1:{}", n.controller_port)))
+        .collect();
+    let client = ControllerClient::new(voters.clone());
+    let register = |cluster_id: &str, broker: i32| {
+        let request = || Request::BrokerRegistration {
+            cluster_id: cluster_id.to_string(),
+            broker_id: strom_metadata::BrokerId(broker),
+            incarnation_id: uuid::Uuid::new_v4(),
+            endpoints: vec![],
+            rack: None,
+        };
+        match block_on(client.call(request, Duration::from_secs(5), TIMEOUT))
+            .expect("a controller answers")
+        {
+            Response::BrokerRegistration(r) => r,
+            other => panic!("unexpected {other:?}"),
+        }
+    };
+    let foreign = register("AAAAAAAAAAAAAAAAAAAAAA", 7).unwrap_err();
+    assert_eq!(foreign.code, codes::INCONSISTENT_CLUSTER_ID, "{foreign}");
+    let duplicate = register(&cluster.cluster_id, 2).unwrap_err();
+    assert_eq!(
+        duplicate.code,
+        codes::DUPLICATE_BROKER_REGISTRATION,
+        "{duplicate}"
+    );
+
+    // A frame that is not a request closes that connection and nothing else.
+    use std::io::{Read, Write};
+    let mut garbage = std::net::TcpStream::connect(&voters[0].1).unwrap();
+    garbage.set_read_timeout(Some(TIMEOUT)).unwrap();
+    garbage
+        .write_all(&[0, 0, 0, 5, b'n', b'o', b'p', b'e', b'!'])
+        .unwrap();
+    let mut buf = [0u8; 16];
+    assert_eq!(
+        garbage.read(&mut buf).unwrap_or(0),
+        0,
+        "the connection is closed"
+    );
+    let answered = block_on(async {
+        let mut conn = Connection::connect(&voters[0].1, Duration::from_secs(5))
+            .await
+            .unwrap();
+        conn.call(&Request::DescribeQuorum, Duration::from_secs(5))
+            .await
+    });
+    assert!(
+        answered.is_ok(),
+        "the controller still answers: {answered:?}"
+    );
+    cluster.wait_for_brokers(&[1, 2, 3]);
+}
