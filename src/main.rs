@@ -54,6 +54,12 @@ enum Command {
     /// The seed experiments, against an embedded broker or any cluster
     #[command(disable_help_flag = true)]
     Bench(Passthrough),
+    /// A local KRaft cluster: `strom cluster start --brokers N [--controllers K] | status | stop`
+    #[command(disable_help_flag = true)]
+    Cluster(Passthrough),
+    /// Kafka's kafka-metadata-quorum: `--bootstrap-server H:P describe --status | --replication`
+    #[command(disable_help_flag = true)]
+    MetadataQuorum(Passthrough),
 }
 
 fn main() -> ExitCode {
@@ -66,5 +72,7 @@ fn main() -> ExitCode {
         Command::ConsumerGroups(p) => strom_perf::consumer_groups::main(p.args),
         Command::E2eLatency(p) => strom_perf::e2e_latency::main(p.args),
         Command::Bench(p) => strom_perf::bench::main(p.args),
+        Command::Cluster(p) => strom_perf::cluster_cli::main(p.args),
+        Command::MetadataQuorum(p) => strom_perf::metadata_quorum::main(p.args),
     }
 }

@@ -371,3 +371,95 @@ fn the_controller_refuses_a_foreign_cluster_a_duplicate_registration_and_garbage
     );
     cluster.wait_for_brokers(&[1, 2, 3]);
 }
+
+fn strom_tool(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_strom"))
+        .args(args)
+        .output()
+        .expect("run strom");
+    assert!(
+        out.status.success(),
+        "strom {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn metadata_quorum_describes_the_leader_voters_and_their_replication() {
+    let cluster = TestCluster::combined(3, &[]);
+    cluster.wait_for_brokers(&[1, 2, 3]);
+    let addr = cluster.nodes[0].address();
+    assert!(wait_until(TIMEOUT, || TestCluster::active_controller(
+        &addr
+    ) > 0));
+    let leader = TestCluster::active_controller(&addr);
+    let status = strom_tool(&[
+        "metadata-quorum",
+        "--bootstrap-server",
+        &addr,
+        "describe",
+        "--status",
+    ]);
+    assert!(
+        status.starts_with(&format!("ClusterId:              {}\n", cluster.cluster_id)),
+        "{status}"
+    );
+    assert!(
+        status.contains(&format!("\nLeaderId:               {leader}\n")),
+        "{status}"
+    );
+    let voters = status
+        .lines()
+        .find(|l| l.starts_with("CurrentVoters:"))
+        .unwrap();
+    assert_eq!(voters.matches("\"id\"").count(), 3, "{voters}");
+    let replication = strom_tool(&[
+        "metadata-quorum",
+        "--bootstrap-server",
+        &addr,
+        "describe",
+        "--replication",
+    ]);
+    let rows: Vec<&str> = replication.lines().collect();
+    assert!(rows[0].starts_with("NodeId\tDirectoryId"), "{replication}");
+    assert!(
+        rows[1].starts_with(&format!("{leader} ")) && rows[1].contains("Leader"),
+        "{replication}"
+    );
+    assert_eq!(
+        rows.iter().filter(|r| r.contains("Follower")).count(),
+        2,
+        "{replication}"
+    );
+}
+
+#[test]
+fn strom_cluster_starts_describes_and_stops_a_local_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let bootstrap = strom_tool(&[
+        "cluster",
+        "start",
+        "--brokers",
+        "2",
+        "--controllers",
+        "1",
+        "--dir",
+        d,
+    ]);
+    assert_eq!(bootstrap.trim().split(',').count(), 2, "{bootstrap}");
+    let first = bootstrap.trim().split(',').next().unwrap().to_string();
+    assert_eq!(
+        TestCluster::listed_brokers(&first),
+        vec![2, 3],
+        "every broker is unfenced when start returns"
+    );
+    let status = strom_tool(&["cluster", "status", "--dir", d]);
+    assert_eq!(status.matches("running, unfenced").count(), 2, "{status}");
+    assert!(status.contains("active controller 1"), "{status}");
+    let stopped = strom_tool(&["cluster", "stop", "--dir", d]);
+    assert!(stopped.starts_with("Stopped 3 node(s)"), "{stopped}");
+    let status = strom_tool(&["cluster", "status", "--dir", d]);
+    assert_eq!(status.matches("stopped").count(), 3, "{status}");
+}

@@ -9,6 +9,11 @@ use parking_lot::Mutex;
 
 use crate::rpc::{Connection, Request, Response};
 
+/// The longest pause between two tries. Kafka retries quorum requests every
+/// `controller.quorum.retry.backoff.ms` (20 ms); strom doubles from 20 ms up to this, so
+/// that a failover is noticed within a tenth of a second of the new leader's election.
+const MAX_RETRY_BACKOFF: Duration = Duration::from_millis(100);
+
 /// The voters of the quorum, and which one leads as far as this client knows.
 #[derive(Debug)]
 pub struct ControllerClient {
@@ -129,7 +134,7 @@ impl ControllerClient {
                 backoff.min(end.saturating_duration_since(tokio::time::Instant::now())),
             )
             .await;
-            backoff = (backoff * 2).min(Duration::from_millis(500));
+            backoff = (backoff * 2).min(MAX_RETRY_BACKOFF);
         }
     }
 }

@@ -1,11 +1,13 @@
 //! `strom bench`: the seed experiments (reports 000 and 002) in one command, strom's
 //! figures printed beside the published ones, with JSON and HTML reports;
 //! `strom bench consumer-scaling` runs seed 004 the same way; `strom bench partitions`
-//! measures partition density on one broker (issue 8).
+//! measures partition density on one broker (issue 8); `strom bench quorum` times metadata
+//! propagation and controller failover on a local cluster.
 
 pub mod args;
 pub mod consumer_scaling;
 pub mod partitions;
+pub mod quorum;
 pub mod seeds;
 pub mod table;
 
@@ -32,6 +34,7 @@ use table::thousands;
 pub fn main(argv: Vec<String>) -> ExitCode {
     match argv.split_first() {
         Some((first, rest)) if first == "partitions" => partitions::main(rest),
+        Some((first, rest)) if first == "quorum" => quorum::main(rest),
         Some((first, rest)) if first == "consumer-scaling" => command(
             "bench consumer-scaling",
             rest,

@@ -1,0 +1,197 @@
+//! `strom cluster start | status | stop`: a local KRaft cluster in one command, for
+//! trying strom's cluster and for running the cluster experiments against it.
+//!
+//! `start --brokers N [--controllers K] [--dir D] [--override key=value]...` formats and
+//! starts N combined nodes (or K controller-only plus N broker-only), waits until every
+//! broker is unfenced, prints the bootstrap list and leaves the processes running;
+//! `status` describes them; `stop` shuts them down with SIGTERM (a controlled shutdown),
+//! brokers first.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+use crate::cli::{self, OptionSpec};
+use crate::kafka_rpc;
+use crate::local_cluster::{signal, ClusterSpec, LocalCluster, NodeInfo, Role};
+
+const SPECS: &[OptionSpec] = &[
+    OptionSpec::one("brokers"),
+    OptionSpec::one("controllers"),
+    OptionSpec::one("dir"),
+    OptionSpec::one("override"),
+    OptionSpec::flag("help"),
+];
+
+const USAGE: &str = "\
+Usage: strom cluster start [--brokers N] [--controllers K] [--dir D] [--override key=value]...
+       strom cluster status [--dir D]
+       strom cluster stop [--dir D]
+  --brokers N       brokers to start (default 3)
+  --controllers K   controller-only nodes; 0 (default) makes every broker a controller too
+  --dir D           where the nodes keep their configs, data and logs (default /tmp/strom-cluster)
+  --override k=v    a server.properties setting for every node (repeatable)
+";
+
+const DEFAULT_DIR: &str = "/tmp/strom-cluster";
+
+pub fn main(args: Vec<String>) -> ExitCode {
+    let parsed = match cli::parse(&args, SPECS, true) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("strom cluster: {e:?}\n{USAGE}");
+            return ExitCode::from(1);
+        }
+    };
+    if parsed.has("help") {
+        print!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
+    let dir = PathBuf::from(parsed.value("dir").unwrap_or(DEFAULT_DIR));
+    let result = match parsed.positional.first().map(String::as_str) {
+        Some("start") => start(&parsed, dir),
+        Some("status") => status(dir),
+        Some("stop") => stop(dir),
+        _ => {
+            eprint!("{USAGE}");
+            return ExitCode::from(1);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("strom cluster: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn alive(pid: Option<u32>) -> bool {
+    pid.is_some_and(|p| signal(p, 0).is_ok())
+}
+
+fn start(args: &cli::Parsed, dir: PathBuf) -> Result<()> {
+    if let Ok((_, nodes)) = LocalCluster::recorded(&dir) {
+        if nodes.iter().any(|n| alive(n.pid)) {
+            bail!(
+                "a cluster is already running in {} (strom cluster stop --dir {} first)",
+                dir.display(),
+                dir.display()
+            );
+        }
+        std::fs::remove_dir_all(&dir)?;
+    }
+    let number = |name: &str, default: usize| -> Result<usize> {
+        args.value(name).map_or(Ok(default), |v| {
+            v.parse()
+                .with_context(|| format!("--{name} {v} is not a number"))
+        })
+    };
+    let spec = ClusterSpec {
+        brokers: number("brokers", 3)?,
+        controllers: number("controllers", 0)?,
+        extra: args.values("override").to_vec(),
+    };
+    if spec.brokers == 0 {
+        bail!("--brokers must be at least 1");
+    }
+    let started = Instant::now();
+    let cluster = LocalCluster::start(&spec, Some(&dir))?;
+    let bootstrap = cluster.bootstrap();
+    let controller = cluster.active_controller().unwrap_or(-1);
+    let id = cluster.cluster_id.clone();
+    cluster.detach()?;
+    eprintln!(
+        "Started cluster {id} in {}: {} broker(s), active controller {controller}, every broker unfenced after {:.1} s.",
+        dir.display(),
+        spec.brokers,
+        started.elapsed().as_secs_f64()
+    );
+    println!("{bootstrap}");
+    Ok(())
+}
+
+fn status(dir: PathBuf) -> Result<()> {
+    let (cluster_id, nodes) = LocalCluster::recorded(&dir)?;
+    let bootstrap = nodes
+        .iter()
+        .filter(|n| n.role != Role::Controller && alive(n.pid))
+        .map(|n| format!("127.0.0.1:{}", n.port))
+        .collect::<Vec<_>>()
+        .join(",");
+    let listed = if bootstrap.is_empty() {
+        Vec::new()
+    } else {
+        LocalCluster::listed_brokers(&bootstrap).unwrap_or_default()
+    };
+    let controller = kafka_rpc::describe_quorum(&bootstrap, Duration::from_secs(5))
+        .map(|q| q.topics[0].partitions[0].leader_id.0.to_string())
+        .unwrap_or_else(|_| "none".to_string());
+    println!(
+        "Cluster {cluster_id} in {}: active controller {controller}",
+        dir.display()
+    );
+    println!("Bootstrap: {bootstrap}");
+    println!(
+        "{:<7} {:<18} {:<22} {:<22} {:<8} Status",
+        "NodeId", "Roles", "Listener", "Controller", "Pid"
+    );
+    for n in &nodes {
+        print_node(n, alive(n.pid), listed.contains(&n.id));
+    }
+    Ok(())
+}
+
+fn print_node(n: &NodeInfo, running: bool, listed: bool) {
+    let roles = match n.role {
+        Role::Combined => "broker,controller",
+        Role::Controller => "controller",
+        Role::Broker => "broker",
+    };
+    let addr = |p: u16| {
+        if p == 0 {
+            "-".to_string()
+        } else {
+            format!("127.0.0.1:{p}")
+        }
+    };
+    let status = match (running, n.role, listed) {
+        (false, _, _) => "stopped",
+        (true, Role::Controller, _) => "running",
+        (true, _, true) => "running, unfenced",
+        (true, _, false) => "running, fenced",
+    };
+    println!(
+        "{:<7} {:<18} {:<22} {:<22} {:<8} {status}",
+        n.id,
+        roles,
+        addr(n.port),
+        addr(n.controller_port),
+        n.pid.map_or("-".to_string(), |p| p.to_string())
+    );
+}
+
+fn stop(dir: PathBuf) -> Result<()> {
+    let (_, mut nodes) = LocalCluster::recorded(&dir)?;
+    nodes.sort_by_key(|n| n.role == Role::Controller);
+    let mut stopped = 0;
+    for n in nodes.iter().filter(|n| alive(n.pid)) {
+        let pid = n.pid.expect("alive");
+        signal(pid, libc::SIGTERM)?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while alive(Some(pid)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if alive(Some(pid)) {
+            signal(pid, libc::SIGKILL)?;
+        }
+        stopped += 1;
+    }
+    println!(
+        "Stopped {stopped} node(s) of the cluster in {}.",
+        dir.display()
+    );
+    Ok(())
+}

@@ -1,0 +1,366 @@
+//! A local KRaft cluster of `strom server` processes on loopback: formatted with one
+//! cluster id (`strom storage format`), started, and waited for until every broker is
+//! unfenced. `strom cluster start` leaves it running; the cluster benches own theirs and
+//! drive it with real signals (kill -9, SIGTERM) to time failovers.
+//!
+//! Each node's stdout (its ready lines) and stderr go to files in its directory, so the
+//! processes can outlive the command that started them.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::kafka_rpc;
+
+/// How long a node may take to print its ready line, and a cluster to become ready.
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What a node runs as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Role {
+    Combined,
+    Controller,
+    Broker,
+}
+
+/// One node of a local cluster, as `cluster.json` records it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NodeInfo {
+    pub id: i32,
+    pub role: Role,
+    /// Client listener port (0 for a controller-only node).
+    pub port: u16,
+    /// Controller listener port (0 for a broker-only node).
+    pub controller_port: u16,
+    pub dir: PathBuf,
+    pub pid: Option<u32>,
+}
+
+/// What a cluster is made of.
+#[derive(Debug, Clone)]
+pub struct ClusterSpec {
+    pub brokers: usize,
+    /// 0: every broker is also a controller (combined nodes).
+    pub controllers: usize,
+    /// Extra `server.properties` lines for every node.
+    pub extra: Vec<String>,
+}
+
+/// A running local cluster; its processes are killed when it is dropped, unless detached.
+pub struct LocalCluster {
+    pub dir: PathBuf,
+    pub cluster_id: String,
+    pub nodes: Vec<NodeInfo>,
+    children: Vec<Option<Child>>,
+    _temp: Option<tempfile::TempDir>,
+}
+
+fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+fn strom() -> Result<Command> {
+    Ok(Command::new(
+        std::env::current_exe().context("cannot locate the strom binary")?,
+    ))
+}
+
+impl LocalCluster {
+    /// Formats and starts a cluster in `dir` (a temporary directory when `None`) and waits
+    /// until every broker is unfenced.
+    pub fn start(spec: &ClusterSpec, dir: Option<&Path>) -> Result<Self> {
+        let temp = match dir {
+            Some(_) => None,
+            None => Some(
+                tempfile::Builder::new()
+                    .prefix("strom-cluster-")
+                    .tempdir()?,
+            ),
+        };
+        let dir = dir.map_or_else(
+            || temp.as_ref().unwrap().path().to_path_buf(),
+            Path::to_path_buf,
+        );
+        std::fs::create_dir_all(&dir)?;
+        let id = strom()?.args(["storage", "random-uuid"]).output()?;
+        let cluster_id = String::from_utf8(id.stdout)?.trim().to_string();
+        let mut roles = Vec::new();
+        if spec.controllers == 0 {
+            roles.extend(std::iter::repeat_n(Role::Combined, spec.brokers));
+        } else {
+            roles.extend(std::iter::repeat_n(Role::Controller, spec.controllers));
+            roles.extend(std::iter::repeat_n(Role::Broker, spec.brokers));
+        }
+        let mut nodes = Vec::new();
+        for (i, role) in roles.into_iter().enumerate() {
+            nodes.push(NodeInfo {
+                id: i as i32 + 1,
+                role,
+                port: if role == Role::Controller {
+                    0
+                } else {
+                    free_port()?
+                },
+                controller_port: if role == Role::Broker {
+                    0
+                } else {
+                    free_port()?
+                },
+                dir: dir.join(format!("node{}", i + 1)),
+                pid: None,
+            });
+        }
+        let voters = nodes
+            .iter()
+            .filter(|n| n.role != Role::Broker)
+            .map(|n| format!("{}@127.0.0.1:{}", n.id, n.controller_port))
+            .collect::<Vec<_>>()
+            .join(",");
+        for node in &nodes {
+            std::fs::create_dir_all(&node.dir)?;
+            let (roles, listeners) = match node.role {
+                Role::Combined => (
+                    "broker,controller",
+                    format!(
+                        "PLAINTEXT://127.0.0.1:{},CONTROLLER://127.0.0.1:{}",
+                        node.port, node.controller_port
+                    ),
+                ),
+                Role::Controller => (
+                    "controller",
+                    format!("CONTROLLER://127.0.0.1:{}", node.controller_port),
+                ),
+                Role::Broker => ("broker", format!("PLAINTEXT://127.0.0.1:{}", node.port)),
+            };
+            let mut lines = vec![
+                format!("process.roles={roles}"),
+                format!("node.id={}", node.id),
+                format!("controller.quorum.voters={voters}"),
+                format!("listeners={listeners}"),
+                "controller.listener.names=CONTROLLER".to_string(),
+                "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+                    .to_string(),
+                format!("log.dirs={}", node.dir.join("data").display()),
+                "group.initial.rebalance.delay.ms=0".to_string(),
+            ];
+            lines.extend(spec.extra.iter().cloned());
+            let config = node.dir.join("server.properties");
+            std::fs::write(&config, lines.join("\n") + "\n")?;
+            let status = strom()?
+                .args(["storage", "format", "--cluster-id", &cluster_id, "--config"])
+                .arg(&config)
+                .stdout(Stdio::null())
+                .status()?;
+            if !status.success() {
+                bail!("strom storage format failed for node {}", node.id);
+            }
+        }
+        let mut cluster = Self {
+            dir,
+            cluster_id,
+            children: nodes.iter().map(|_| None).collect(),
+            nodes,
+            _temp: temp,
+        };
+        for i in 0..cluster.nodes.len() {
+            cluster.spawn(i)?;
+        }
+        cluster.wait_until_ready(READY_TIMEOUT)?;
+        Ok(cluster)
+    }
+
+    fn index(&self, id: i32) -> usize {
+        self.nodes
+            .iter()
+            .position(|n| n.id == id)
+            .expect("a node of this cluster")
+    }
+
+    /// Starts node `i` and waits for its ready line.
+    fn spawn(&mut self, i: usize) -> Result<Duration> {
+        let started = Instant::now();
+        let node = &self.nodes[i];
+        let out = node.dir.join("stdout");
+        let child = strom()?
+            .arg("server")
+            .arg(node.dir.join("server.properties"))
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&out)?)
+            .stderr(std::fs::File::create(node.dir.join("stderr"))?)
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "info,openraft=warn".into()),
+            )
+            .spawn()
+            .context("cannot start strom server")?;
+        let ready = if node.role == Role::Controller {
+            "strom controller"
+        } else {
+            "strom broker"
+        };
+        let mut child = child;
+        loop {
+            if std::fs::read_to_string(&out)
+                .unwrap_or_default()
+                .lines()
+                .any(|l| l.starts_with(ready))
+            {
+                break;
+            }
+            if let Some(status) = child.try_wait()? {
+                let log = std::fs::read_to_string(node.dir.join("stderr")).unwrap_or_default();
+                bail!(
+                    "node {} exited ({status}) before it was ready:\n{}",
+                    node.id,
+                    tail(&log)
+                );
+            }
+            if started.elapsed() > READY_TIMEOUT {
+                let _ = child.kill();
+                bail!("node {} did not start within {READY_TIMEOUT:?}", node.id);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.nodes[i].pid = Some(child.id());
+        self.children[i] = Some(child);
+        Ok(started.elapsed())
+    }
+
+    /// The client addresses of the running brokers.
+    pub fn bootstrap(&self) -> String {
+        self.running_brokers()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    fn running_brokers(&self) -> impl Iterator<Item = &NodeInfo> {
+        self.nodes
+            .iter()
+            .zip(&self.children)
+            .filter(|(n, c)| n.role != Role::Controller && c.is_some())
+            .map(|(n, _)| n)
+    }
+
+    /// The broker ids the Metadata of broker `addr` lists (live, unfenced brokers).
+    pub fn listed_brokers(addr: &str) -> Result<Vec<i32>> {
+        let mut ids: Vec<i32> = kafka_rpc::metadata(addr, Duration::from_secs(5))?
+            .brokers
+            .iter()
+            .map(|b| b.node_id.0)
+            .collect();
+        ids.sort_unstable();
+        Ok(ids)
+    }
+
+    /// Waits until every running broker lists every running broker.
+    pub fn wait_until_ready(&self, timeout: Duration) -> Result<()> {
+        let expected: Vec<i32> = self.running_brokers().map(|n| n.id).collect();
+        let deadline = Instant::now() + timeout;
+        for node in self.running_brokers() {
+            let addr = format!("127.0.0.1:{}", node.port);
+            while Self::listed_brokers(&addr).ok().as_ref() != Some(&expected) {
+                if Instant::now() > deadline {
+                    bail!(
+                        "broker {} does not list brokers {expected:?} within {timeout:?}",
+                        node.id
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        Ok(())
+    }
+
+    /// The active controller, as a running broker reports it (DescribeQuorum).
+    pub fn active_controller(&self) -> Result<i32> {
+        let quorum = kafka_rpc::describe_quorum(&self.bootstrap(), Duration::from_secs(5))?;
+        Ok(quorum.topics[0].partitions[0].leader_id.0)
+    }
+
+    /// `kill -9` of node `id`.
+    pub fn kill9(&mut self, id: i32) -> Result<()> {
+        let i = self.index(id);
+        if let Some(mut child) = self.children[i].take() {
+            child.kill()?;
+            child.wait()?;
+        }
+        self.nodes[i].pid = None;
+        Ok(())
+    }
+
+    /// SIGTERM to node `id`; returns how long it took to exit, and whether it exited 0.
+    pub fn terminate(&mut self, id: i32) -> Result<(Duration, bool)> {
+        let i = self.index(id);
+        let mut child = self.children[i].take().context("node not running")?;
+        let started = Instant::now();
+        signal(child.id(), libc::SIGTERM)?;
+        let status = child.wait()?;
+        self.nodes[i].pid = None;
+        Ok((started.elapsed(), status.success()))
+    }
+
+    /// Starts node `id` again; returns how long it took to print its ready line.
+    pub fn restart(&mut self, id: i32) -> Result<Duration> {
+        let i = self.index(id);
+        self.spawn(i)
+    }
+
+    /// Leaves the processes running and records them in `<dir>/cluster.json` for
+    /// `strom cluster status` and `stop`.
+    pub fn detach(mut self) -> Result<PathBuf> {
+        let state = self.dir.join("cluster.json");
+        let json = serde_json::to_vec_pretty(&(&self.cluster_id, &self.nodes))?;
+        std::fs::write(&state, json)?;
+        for child in &mut self.children {
+            if let Some(child) = child.take() {
+                std::mem::forget(child);
+            }
+        }
+        if let Some(temp) = self._temp.take() {
+            let _ = temp.keep();
+        }
+        Ok(state)
+    }
+
+    /// The cluster recorded in `<dir>/cluster.json`.
+    pub fn recorded(dir: &Path) -> Result<(String, Vec<NodeInfo>)> {
+        let state = dir.join("cluster.json");
+        let bytes = std::fs::read(&state).with_context(|| {
+            format!(
+                "no cluster recorded in {} (start one with strom cluster start --dir {})",
+                state.display(),
+                dir.display()
+            )
+        })?;
+        Ok(serde_json::from_slice(&bytes)?)
+    }
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        for child in self.children.iter_mut().flatten() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Sends `sig` to process `pid`.
+pub fn signal(pid: u32, sig: libc::c_int) -> Result<()> {
+    // SAFETY: kill(2) on a pid this tool started; no memory is shared.
+    if unsafe { libc::kill(pid as libc::pid_t, sig) } != 0 {
+        return Err(std::io::Error::last_os_error().into());
+    }
+    Ok(())
+}
+
+fn tail(log: &str) -> String {
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(20)..].join("\n")
+}
