@@ -181,7 +181,7 @@ fn kill_9_of_the_active_controller_elects_another_that_takes_writes() {
     let any = cluster.nodes[0].address();
     assert!(wait_until(TIMEOUT, || TestCluster::active_controller(&any) > 0));
     let old = TestCluster::active_controller(&any);
-    cluster.node(old).kill9();
+    cluster.kill9(old).unwrap();
     let other = cluster.broker_other_than(old);
     assert!(
         wait_until(TIMEOUT, || {
@@ -201,7 +201,7 @@ fn kill_9_of_the_active_controller_elects_another_that_takes_writes() {
         .len()
         == 2));
     let epoch_before = TestCluster::describe_quorum(&other).topics[0].partitions[0].leader_epoch;
-    cluster.node(old).restart();
+    cluster.restart(old).unwrap();
     let back = cluster.node(old).address();
     assert!(
         wait_until(TIMEOUT, || leaders(&back, "after-failover").len() == 2),
@@ -225,9 +225,8 @@ fn sigterm_is_a_controlled_shutdown_and_the_restarted_broker_rejoins() {
     }));
     produce(&bootstrap, "controlled", 3, 90);
     let victim = leaders(&first, "controlled")[1];
-    let status = cluster.node(victim).terminate();
-    assert!(status.success(), "SIGTERM exits 0: {status:?}");
-    let stderr = cluster.node(victim).stderr();
+    assert!(cluster.terminate(victim), "SIGTERM exits 0");
+    let stderr = cluster.stderr(victim);
     assert!(
         stderr.contains("controlled shutdown: the controller moved every leadership away"),
         "{stderr}"
@@ -236,7 +235,7 @@ fn sigterm_is_a_controlled_shutdown_and_the_restarted_broker_rejoins() {
     // With one replica nobody can take the partition over: it has no leader until its
     // broker is back.
     assert!(wait_until(TIMEOUT, || leaders(&other, "controlled")[1] == -1));
-    cluster.node(victim).restart();
+    cluster.restart(victim).unwrap();
     assert!(
         wait_until(TIMEOUT, || leaders(&other, "controlled")[1] == victim),
         "the restarted broker leads its partition again"
@@ -259,7 +258,7 @@ fn a_broker_killed_with_9_is_fenced_after_its_session_timeout() {
     assert!(wait_until(TIMEOUT, || TestCluster::active_controller(&any) > 0));
     let controller = TestCluster::active_controller(&any);
     let victim = (1..=3).find(|id| *id != controller).unwrap();
-    cluster.node(victim).kill9();
+    cluster.kill9(victim).unwrap();
     let others: Vec<i32> = (1..=3).filter(|id| *id != victim).collect();
     cluster.wait_for_brokers(&others);
 }

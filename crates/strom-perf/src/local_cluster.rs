@@ -51,6 +51,8 @@ pub struct ClusterSpec {
 
 /// A running local cluster; its processes are killed when it is dropped, unless detached.
 pub struct LocalCluster {
+    /// The `strom` binary the nodes run.
+    binary: PathBuf,
     pub dir: PathBuf,
     pub cluster_id: String,
     pub nodes: Vec<NodeInfo>,
@@ -64,16 +66,24 @@ fn free_port() -> Result<u16> {
         .port())
 }
 
-fn strom() -> Result<Command> {
-    Ok(Command::new(
-        std::env::current_exe().context("cannot locate the strom binary")?,
-    ))
+impl NodeInfo {
+    /// The client listener's address.
+    pub fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
 }
 
 impl LocalCluster {
-    /// Formats and starts a cluster in `dir` (a temporary directory when `None`) and waits
-    /// until every broker is unfenced.
+    /// Formats and starts a cluster of this `strom` binary in `dir` (a temporary directory
+    /// when `None`) and waits until every broker is unfenced.
     pub fn start(spec: &ClusterSpec, dir: Option<&Path>) -> Result<Self> {
+        let binary = std::env::current_exe().context("cannot locate the strom binary")?;
+        Self::start_with(&binary, spec, dir)
+    }
+
+    /// [`Self::start`] with the `strom` binary at `binary`.
+    pub fn start_with(binary: &Path, spec: &ClusterSpec, dir: Option<&Path>) -> Result<Self> {
+        let strom = || Command::new(binary);
         let temp = match dir {
             Some(_) => None,
             None => Some(
@@ -87,7 +97,7 @@ impl LocalCluster {
             Path::to_path_buf,
         );
         std::fs::create_dir_all(&dir)?;
-        let id = strom()?.args(["storage", "random-uuid"]).output()?;
+        let id = strom().args(["storage", "random-uuid"]).output()?;
         let cluster_id = String::from_utf8(id.stdout)?.trim().to_string();
         let mut roles = Vec::new();
         if spec.controllers == 0 {
@@ -151,7 +161,7 @@ impl LocalCluster {
             lines.extend(spec.extra.iter().cloned());
             let config = node.dir.join("server.properties");
             std::fs::write(&config, lines.join("\n") + "\n")?;
-            let status = strom()?
+            let status = strom()
                 .args(["storage", "format", "--cluster-id", &cluster_id, "--config"])
                 .arg(&config)
                 .stdout(Stdio::null())
@@ -161,6 +171,7 @@ impl LocalCluster {
             }
         }
         let mut cluster = Self {
+            binary: binary.to_path_buf(),
             dir,
             cluster_id,
             children: nodes.iter().map(|_| None).collect(),
@@ -186,7 +197,7 @@ impl LocalCluster {
         let started = Instant::now();
         let node = &self.nodes[i];
         let out = node.dir.join("stdout");
-        let child = strom()?
+        let child = Command::new(&self.binary)
             .arg("server")
             .arg(node.dir.join("server.properties"))
             .stdin(Stdio::null())
@@ -283,6 +294,27 @@ impl LocalCluster {
         Ok(quorum.topics[0].partitions[0].leader_id.0)
     }
 
+    /// Node `id`.
+    pub fn node(&self, id: i32) -> &NodeInfo {
+        &self.nodes[self.index(id)]
+    }
+
+    /// What node `id` has written to stderr so far.
+    pub fn stderr(&self, id: i32) -> String {
+        std::fs::read_to_string(self.node(id).dir.join("stderr")).unwrap_or_default()
+    }
+
+    /// SIGSTOP (`true`) or SIGCONT (`false`) to node `id`.
+    pub fn pause(&self, id: i32, paused: bool) -> Result<()> {
+        let pid = self.node(id).pid.context("node not running")?;
+        signal(pid, if paused { libc::SIGSTOP } else { libc::SIGCONT })
+    }
+
+    /// Whether node `id` runs.
+    pub fn is_running(&self, id: i32) -> bool {
+        self.children[self.index(id)].is_some()
+    }
+
     /// `kill -9` of node `id`.
     pub fn kill9(&mut self, id: i32) -> Result<()> {
         let i = self.index(id);
@@ -345,6 +377,7 @@ impl LocalCluster {
 impl Drop for LocalCluster {
     fn drop(&mut self) {
         for child in self.children.iter_mut().flatten() {
+            let _ = signal(child.id(), libc::SIGCONT);
             let _ = child.kill();
             let _ = child.wait();
         }

@@ -46,6 +46,34 @@ pub fn main(argv: Vec<String>) -> ExitCode {
     }
 }
 
+/// Parses `argv` for the bench command `name`, whose flags clap defines (`A`), and runs
+/// it; clap prints help and usage errors itself.
+fn clap_command<A: clap::Parser>(
+    name: &str,
+    argv: &[String],
+    run: fn(&A) -> Result<()>,
+) -> ExitCode {
+    let args =
+        match A::try_parse_from(std::iter::once(name.to_string()).chain(argv.iter().cloned())) {
+            Ok(args) => args,
+            Err(e) => {
+                let _ = e.print();
+                return if e.use_stderr() {
+                    ExitCode::FAILURE
+                } else {
+                    ExitCode::SUCCESS
+                };
+            }
+        };
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{name}: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// Parses the flags of the bench command `name` and runs it; `run` gets the flags as given,
 /// for the report's command line.
 fn command(

@@ -61,26 +61,7 @@ struct Args {
 }
 
 pub fn main(argv: &[String]) -> ExitCode {
-    let args = match Args::try_parse_from(
-        std::iter::once("strom bench partitions".to_string()).chain(argv.iter().cloned()),
-    ) {
-        Ok(args) => args,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() {
-                ExitCode::FAILURE
-            } else {
-                ExitCode::SUCCESS
-            };
-        }
-    };
-    match run(&args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("strom bench partitions: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    super::clap_command::<Args>("strom bench partitions", argv, run)
 }
 
 /// One run's figures.

@@ -46,26 +46,7 @@ struct Args {
 }
 
 pub fn main(argv: &[String]) -> ExitCode {
-    let args = match Args::try_parse_from(
-        std::iter::once("strom bench quorum".to_string()).chain(argv.iter().cloned()),
-    ) {
-        Ok(args) => args,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() {
-                ExitCode::FAILURE
-            } else {
-                ExitCode::SUCCESS
-            };
-        }
-    };
-    match run(&args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("strom bench quorum: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    super::clap_command::<Args>("strom bench quorum", argv, run)
 }
 
 /// Creates `topic` through the broker at `addr`; `Ok(false)` if the controller refused.
