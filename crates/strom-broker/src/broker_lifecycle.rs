@@ -189,6 +189,11 @@ pub async fn controlled_shutdown(
     }
     let started = tokio::time::Instant::now();
     let deadline = started + timeout;
+    // A failover takes one to two election timeouts; a quorum silent for longer than
+    // three has lost its majority (the last nodes of a cluster being stopped), and no
+    // controller will ever answer.
+    let give_up = Duration::from_millis(3 * state.config.kraft.election_timeout_ms);
+    let mut failing_since = None;
     while tokio::time::Instant::now() < deadline {
         match heartbeat(state, quorum, true).await {
             Ok(true) => {
@@ -198,9 +203,16 @@ pub async fn controlled_shutdown(
                 );
                 return true;
             }
-            Ok(false) => {}
+            Ok(false) => failing_since = None,
             Err((_, message)) => {
-                tracing::debug!(error = %message, "controlled shutdown heartbeat failed")
+                tracing::debug!(error = %message, "controlled shutdown heartbeat failed");
+                let since = *failing_since.get_or_insert_with(tokio::time::Instant::now);
+                if since.elapsed() > give_up {
+                    tracing::warn!(
+                        "controlled shutdown: no active controller answers (the quorum has no majority); shutting down without it"
+                    );
+                    return false;
+                }
             }
         }
         tokio::time::sleep(Duration::from_millis(20)).await;

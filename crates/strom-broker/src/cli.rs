@@ -75,8 +75,15 @@ pub fn main(args: Vec<String>) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    runtime.block_on(run(config))
+    let code = runtime.block_on(run(config));
+    // Everything durable is closed by now; tasks still parked (a controller connection's
+    // long poll, a fetch waiting out its timeout) must not hold the exit up.
+    runtime.shutdown_timeout(SHUTDOWN_GRACE);
+    code
 }
+
+/// How long tasks left after a clean shutdown may take to finish before the process exits.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_millis(100);
 
 async fn run(config: BrokerConfig) -> ExitCode {
     let node_id = config.node_id;
@@ -124,7 +131,10 @@ async fn run(config: BrokerConfig) -> ExitCode {
     }
     tracing::info!("shutting down");
     match node.shutdown().await {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => {
+            tracing::info!("shut down");
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("strom server: unclean shutdown: {e}");
             ExitCode::from(1)

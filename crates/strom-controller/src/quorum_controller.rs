@@ -629,9 +629,12 @@ impl QuorumController {
         }))
     }
 
-    /// Leaves the quorum for a shutdown. An active controller first asks the most
-    /// caught-up follower to stand for election (Kafka's EndQuorumEpoch) and waits, up to
-    /// an election timeout, for it to win, so the quorum does not wait out its lease.
+    /// Leaves the quorum for a shutdown. An active controller first tells the most
+    /// caught-up follower to stand for election at once (Kafka's EndQuorumEpoch) instead
+    /// of after its election timeout. It does not wait for the outcome: openraft 0.9 has
+    /// no leadership transfer, and the other voters refuse any candidate until their lease
+    /// on this leader has run out (one election timeout after its last heartbeat), which
+    /// staying in the quorum would only extend.
     pub async fn shutdown(&self) {
         let _ = self.shutdown.send(true);
         let m = self.raft.metrics().borrow().clone();
@@ -642,39 +645,19 @@ impl QuorumController {
                 .unwrap_or_default()
                 .into_iter()
                 .filter(|(id, _)| *id != self.config.node_id as u64)
-                .max_by_key(|(_, l)| l.map(|l| l.index));
-            if let Some((id, _)) = successor {
-                if let Some((_, addr)) = self.config.voters.iter().find(|(v, _)| *v as u64 == id) {
-                    let timeout = Duration::from_millis(self.config.election_timeout_ms);
-                    if let Ok(mut conn) = crate::rpc::Connection::connect(addr, timeout).await {
-                        let _ = conn.call(&Request::EndQuorumEpoch, timeout).await;
-                        let mut metrics = self.raft.metrics();
-                        let handed_over = tokio::time::timeout(timeout * 2, async {
-                            loop {
-                                if metrics
-                                    .borrow()
-                                    .current_leader
-                                    .is_some_and(|l| l != self.config.node_id as u64)
-                                {
-                                    return;
-                                }
-                                if metrics.changed().await.is_err() {
-                                    return;
-                                }
-                            }
-                        })
-                        .await;
-                        tracing::info!(
-                            successor = id,
-                            handed_over = handed_over.is_ok(),
-                            "resigned as active controller"
-                        );
-                    }
+                .max_by_key(|(_, l)| l.map(|l| l.index))
+                .and_then(|(id, _)| self.config.voters.iter().find(|(v, _)| *v as u64 == id));
+            if let Some((id, addr)) = successor {
+                let timeout = Duration::from_millis(self.config.election_timeout_ms / 4);
+                if let Ok(mut conn) = crate::rpc::Connection::connect(addr, timeout).await {
+                    let asked = conn.call(&Request::EndQuorumEpoch, timeout).await.is_ok();
+                    tracing::info!(successor = id, asked, "resigning as active controller");
                 }
             }
         }
         if let Err(e) = self.raft.shutdown().await {
             tracing::warn!(error = %e, "metadata quorum did not shut down cleanly");
         }
+        tracing::info!(node = self.config.node_id, "left the metadata quorum");
     }
 }

@@ -68,8 +68,16 @@ pub fn main(args: Vec<String>) -> ExitCode {
     }
 }
 
+/// Whether process `pid` runs. A node `start` left behind is reparented to init, which
+/// may reap it late: a zombie has exited.
 fn alive(pid: Option<u32>) -> bool {
-    pid.is_some_and(|p| signal(p, 0).is_ok())
+    pid.is_some_and(|p| {
+        signal(p, 0).is_ok()
+            && std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|stat| {
+                stat.rsplit_once(')')
+                    .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+            })
+    })
 }
 
 fn start(args: &cli::Parsed, dir: PathBuf) -> Result<()> {
