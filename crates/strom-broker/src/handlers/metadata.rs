@@ -11,7 +11,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::{authorized_operations, RequestContext};
-use strom_metadata::TopicImage;
+use strom_metadata::{MetadataImage, TopicImage};
 
 pub async fn handle(ctx: &RequestContext<'_>, req: MetadataRequest) -> MetadataResponse {
     let state = ctx.state;
@@ -44,7 +44,8 @@ pub async fn handle(ctx: &RequestContext<'_>, req: MetadataRequest) -> MetadataR
         }
     }
     let image = state.metadata.image();
-    let describe = |t: &TopicImage| describe(t).with_topic_authorized_operations(topic_operations);
+    let describe =
+        |t: &TopicImage| describe(&image, t).with_topic_authorized_operations(topic_operations);
     let topics = if all {
         image.topics().map(|t| describe(t)).collect()
     } else {
@@ -100,7 +101,9 @@ pub async fn handle(ctx: &RequestContext<'_>, req: MetadataRequest) -> MetadataR
         ))
 }
 
-fn describe(topic: &TopicImage) -> MetadataResponseTopic {
+/// A topic as Metadata describes it: per partition the leader and its epoch, the
+/// replicas, the ISR, and the replicas on brokers that are not live (offline).
+fn describe(image: &MetadataImage, topic: &TopicImage) -> MetadataResponseTopic {
     let ids = |v: &[strom_metadata::BrokerId]| v.iter().map(|b| BrokerId(b.0)).collect();
     let partitions = topic
         .partitions
@@ -113,6 +116,14 @@ fn describe(topic: &TopicImage) -> MetadataResponseTopic {
                 .with_leader_epoch(registration.leader_epoch.0)
                 .with_replica_nodes(ids(&registration.replicas))
                 .with_isr_nodes(ids(&registration.isr))
+                .with_offline_replicas(
+                    registration
+                        .replicas
+                        .iter()
+                        .filter(|r| image.brokers.get(r).is_none_or(|b| b.fenced))
+                        .map(|b| BrokerId(b.0))
+                        .collect(),
+                )
         })
         .collect();
     MetadataResponseTopic::default()
