@@ -59,9 +59,9 @@ unsafe extern "C" fn on_rebalance(
 ) {
     // SAFETY: `opaque` is the consumer's boxed state, alive until after rd_kafka_destroy.
     let state = unsafe { &*(opaque as *const CallbackState) };
-    // SAFETY: `rk` is the live handle librdkafka calls back with.
-    let cooperative = unsafe { CStr::from_ptr(rdsys::rd_kafka_rebalance_protocol(rk)) }.to_bytes()
-        == b"COOPERATIVE";
+    // SAFETY: `rk` is the live handle librdkafka calls back with; the answer is NULL or
+    // one of librdkafka's static protocol names.
+    let cooperative = unsafe { is_cooperative(rdsys::rd_kafka_rebalance_protocol(rk)) };
     // SAFETY: assignment calls on the calling consumer with the list librdkafka passed.
     unsafe {
         match err {
@@ -90,6 +90,23 @@ unsafe extern "C" fn on_rebalance(
             }
         }
     }
+}
+
+/// Whether `rd_kafka_rebalance_protocol` answered "COOPERATIVE".
+///
+/// The answer is NULL, not a string, when the group can no longer be asked: once the
+/// consumer group has terminated, its ops queue is disabled and the query fails with
+/// `_DESTROY`. A rebalance callback can still run then (`rd_kafka_consumer_close` serves
+/// a revocation or assignment that was queued before the group terminated), and reading
+/// the NULL as a C string crashed the tool with SIGSEGV in `strlen` during the closes after
+/// a rebalance. NULL is taken as not cooperative, as rdkafka does: the eager
+/// `rd_kafka_assign` that follows then fails harmlessly on the terminated group.
+///
+/// # Safety
+/// `protocol` is NULL or a NUL-terminated string.
+unsafe fn is_cooperative(protocol: *const c_char) -> bool {
+    // SAFETY: non-NULL, so a NUL-terminated string by the caller's guarantee.
+    !protocol.is_null() && unsafe { CStr::from_ptr(protocol) }.to_bytes() == b"COOPERATIVE"
 }
 
 unsafe fn destroy_error(error: *mut rdsys::rd_kafka_error_t) {
@@ -256,6 +273,21 @@ impl Drop for BatchConsumer {
             rdsys::rd_kafka_consumer_close(self.rk);
             rdsys::rd_kafka_queue_destroy(self.queue);
             rdsys::rd_kafka_destroy(self.rk);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_null_rebalance_protocol_is_not_cooperative() {
+        // SAFETY: NULL, or NUL-terminated literals.
+        unsafe {
+            assert!(!is_cooperative(std::ptr::null()));
+            assert!(!is_cooperative(c"EAGER".as_ptr()));
+            assert!(is_cooperative(c"COOPERATIVE".as_ptr()));
         }
     }
 }
