@@ -172,6 +172,37 @@ fn three_combined_nodes_spread_leaders_and_serve_every_record_through_the_bootst
     let partition = &quorum.topics[0].partitions[0];
     assert_eq!(partition.current_voters.len(), 3);
     assert!(partition.high_watermark > 0);
+    assert_produce_elsewhere_names_the_leader(&cluster, "spread");
+}
+
+/// A Produce (v12) to a broker that does not lead partition 0 gets NOT_LEADER_OR_FOLLOWER
+/// with the current leader and its endpoint (KIP-951).
+fn assert_produce_elsewhere_names_the_leader(cluster: &TestCluster, topic: &str) {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
+    let leader = leaders(&cluster.nodes[0].address(), topic)[0];
+    let elsewhere = cluster.broker_other_than(leader);
+    let request = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(30_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(common::raw::topic_name(topic))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(common::raw::batch(&[b"x"])))])]);
+    let response: ProduceResponse =
+        common::raw::Conn::connect(&elsewhere).call(ApiKey::Produce, 12, &request);
+    let partition = &response.responses[0].partition_responses[0];
+    assert_eq!(partition.error_code, 6, "NOT_LEADER_OR_FOLLOWER");
+    assert_eq!(partition.current_leader.leader_id.0, leader);
+    assert_eq!(
+        response
+            .node_endpoints
+            .iter()
+            .map(|e| (e.node_id.0, e.port))
+            .collect::<Vec<_>>(),
+        vec![(leader, i32::from(cluster.node(leader).port))]
+    );
 }
 
 #[test]

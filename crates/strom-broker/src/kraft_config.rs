@@ -410,6 +410,7 @@ mod tests {
             ("controller.quorum.voters", "1@h1:9093,2@h2:9093,3@h3:9093"),
             ("listeners", "CONTROLLER://:9093"),
             ("controller.listener.names", "CONTROLLER"),
+            ("listener.security.protocol.map", "CONTROLLER:PLAINTEXT"),
         ];
         let c = KraftConfig::from_properties(&props(&p), 1).unwrap();
         assert!(c.client_listener().is_none());

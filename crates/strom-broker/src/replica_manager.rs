@@ -40,6 +40,23 @@ pub fn leader(state: &BrokerState, topic: &str, index: i32) -> Result<Arc<Partit
         .ok_or_else(|| not_leader(topic, index, registration.leader))
 }
 
+/// Where a client should go instead (KIP-951): the partition's current leader, its
+/// leader epoch and that broker's registration, when the image knows a live leader.
+pub fn leader_hint(
+    state: &BrokerState,
+    topic: &str,
+    index: i32,
+) -> Option<(i32, strom_metadata::BrokerRegistration)> {
+    let image = state.metadata.image();
+    let p = image
+        .topic(topic)?
+        .partitions
+        .get(usize::try_from(index).ok()?)?
+        .clone();
+    let broker = image.brokers.get(&p.leader).filter(|b| !b.fenced)?.clone();
+    Some((p.leader_epoch.0, broker))
+}
+
 /// [`leader`] for a topic named by id (Fetch v13+).
 pub fn leader_by_id(
     state: &BrokerState,

@@ -10,8 +10,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{FetchRequest, FetchResponse};
+use std::collections::BTreeMap;
+
+use kafka_protocol::messages::fetch_response::{
+    FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
+};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
 use tokio::sync::Notify;
 
 use super::RequestContext;
@@ -20,6 +26,10 @@ use crate::{replica_manager, ApiError};
 
 /// Fetch v13+ names topics by id instead of by name.
 const TOPIC_IDS_SINCE: i16 = 13;
+/// NOT_LEADER_OR_FOLLOWER names the current leader from v12, and its endpoint from v16
+/// (KIP-951).
+const CURRENT_LEADER_SINCE: i16 = 12;
+const NODE_ENDPOINTS_SINCE: i16 = 16;
 
 /// The longest a fetch is parked, whatever its `max_wait_ms` asks (up to 24.8 days in
 /// the field). Clients time their requests out after `request.timeout.ms` (30 s by
@@ -87,6 +97,7 @@ fn read_all(
         })
         .collect();
     let mut requested = req.topics.iter().flat_map(|t| t.partitions.iter());
+    let mut endpoints = BTreeMap::new();
     for (ti, index, partition) in partitions {
         let spec = requested.next().expect("one spec per resolved partition");
         let data = PartitionData::default()
@@ -96,7 +107,42 @@ fn read_all(
         let data = match deleted.as_ref().map_or(partition.as_ref(), Err) {
             Err(e) => {
                 has_error = true;
+                let hint = (ctx.version >= CURRENT_LEADER_SINCE
+                    && e.code() == ResponseError::NotLeaderOrFollower.code())
+                .then(|| {
+                    let topic = &req.topics[*ti];
+                    let name = if ctx.version >= TOPIC_IDS_SINCE {
+                        ctx.state
+                            .metadata
+                            .image()
+                            .topic_by_id(topic.topic_id)
+                            .map(|t| t.name.clone())?
+                    } else {
+                        topic.topic.to_string()
+                    };
+                    replica_manager::leader_hint(ctx.state, &name, *index)
+                })
+                .flatten();
+                let current = match hint {
+                    Some((epoch, broker)) => {
+                        if let Some(e) = broker.endpoint(ctx.listener) {
+                            endpoints.insert(
+                                broker.id.0,
+                                NodeEndpoint::default()
+                                    .with_node_id(BrokerId(broker.id.0))
+                                    .with_host(StrBytes::from_string(e.host.clone()))
+                                    .with_port(i32::from(e.port))
+                                    .with_rack(broker.rack.clone().map(StrBytes::from_string)),
+                            );
+                        }
+                        LeaderIdAndEpoch::default()
+                            .with_leader_id(BrokerId(broker.id.0))
+                            .with_leader_epoch(epoch)
+                    }
+                    None => LeaderIdAndEpoch::default(),
+                };
                 data.with_error_code(e.code())
+                    .with_current_leader(current)
                     .with_high_watermark(-1)
                     .with_last_stable_offset(-1)
                     .with_log_start_offset(-1)
@@ -126,8 +172,15 @@ fn read_all(
         };
         topics[*ti].partitions.push(data);
     }
+    let endpoints = if ctx.version >= NODE_ENDPOINTS_SINCE {
+        endpoints.into_values().collect()
+    } else {
+        Vec::new()
+    };
     (
-        FetchResponse::default().with_responses(topics),
+        FetchResponse::default()
+            .with_responses(topics)
+            .with_node_endpoints(endpoints),
         total,
         has_error,
     )

@@ -2,13 +2,17 @@
 //!
 //! Validation (Kafka's `LogValidator`) and the topic's rewrites (recompression,
 //! LogAppendTime) happen in the log's append; its record errors (KIP-467) are returned
-//! per partition. With a single replica, an append is committed as soon as it is written, so acks=1 and
+//! per partition; a partition led elsewhere gets NOT_LEADER_OR_FOLLOWER with its leader
+//! (KIP-951). With a single replica, an append is committed as soon as it is written, so acks=1 and
 //! acks=all are answered at the same point; acks=0 gets no response at all.
 
+use std::collections::BTreeMap;
+
 use kafka_protocol::messages::produce_response::{
-    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse,
+    TopicProduceResponse,
 };
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
@@ -23,6 +27,9 @@ pub fn handle(ctx: &RequestContext<'_>, req: ProduceRequest) -> Option<ProduceRe
             "Produce request specified an invalid value for required acks.",
         )
     });
+    // KIP-951: NOT_LEADER_OR_FOLLOWER carries the current leader and its endpoint (v10+),
+    // so the client need not refresh its metadata first.
+    let mut endpoints = BTreeMap::new();
     let responses = req
         .topic_data
         .into_iter()
@@ -47,23 +54,53 @@ pub fn handle(ctx: &RequestContext<'_>, req: ProduceRequest) -> Option<ProduceRe
                             .with_base_offset(info.base_offset)
                             .with_log_start_offset(info.log_start_offset)
                             .with_log_append_time_ms(info.log_append_time_ms),
-                        Err(e) => response
-                            .with_error_code(e.code())
-                            .with_base_offset(-1)
-                            .with_log_start_offset(-1)
-                            .with_record_errors(
-                                e.record_errors
-                                    .into_iter()
-                                    .map(|(index, message)| {
-                                        BatchIndexAndErrorMessage::default()
-                                            .with_batch_index(index)
-                                            .with_batch_index_error_message(Some(
-                                                StrBytes::from_string(message),
-                                            ))
-                                    })
-                                    .collect(),
-                            )
-                            .with_error_message(Some(StrBytes::from_string(e.message))),
+                        Err(e) => {
+                            let hint = (ctx.version >= LEADER_HINTS_SINCE
+                                && e.code() == ResponseError::NotLeaderOrFollower.code())
+                            .then(|| {
+                                replica_manager::leader_hint(ctx.state, &topic.name, data.index)
+                            })
+                            .flatten();
+                            let current = match hint {
+                                Some((epoch, broker)) => {
+                                    let leader = LeaderIdAndEpoch::default()
+                                        .with_leader_id(BrokerId(broker.id.0))
+                                        .with_leader_epoch(epoch);
+                                    if let Some(e) = broker.endpoint(ctx.listener) {
+                                        endpoints.insert(
+                                            broker.id.0,
+                                            NodeEndpoint::default()
+                                                .with_node_id(BrokerId(broker.id.0))
+                                                .with_host(StrBytes::from_string(e.host.clone()))
+                                                .with_port(i32::from(e.port))
+                                                .with_rack(
+                                                    broker.rack.clone().map(StrBytes::from_string),
+                                                ),
+                                        );
+                                    }
+                                    leader
+                                }
+                                None => LeaderIdAndEpoch::default(),
+                            };
+                            response
+                                .with_current_leader(current)
+                                .with_error_code(e.code())
+                                .with_base_offset(-1)
+                                .with_log_start_offset(-1)
+                                .with_record_errors(
+                                    e.record_errors
+                                        .into_iter()
+                                        .map(|(index, message)| {
+                                            BatchIndexAndErrorMessage::default()
+                                                .with_batch_index(index)
+                                                .with_batch_index_error_message(Some(
+                                                    StrBytes::from_string(message),
+                                                ))
+                                        })
+                                        .collect(),
+                                )
+                                .with_error_message(Some(StrBytes::from_string(e.message)))
+                        }
                     }
                 })
                 .collect();
@@ -72,5 +109,12 @@ pub fn handle(ctx: &RequestContext<'_>, req: ProduceRequest) -> Option<ProduceRe
                 .with_partition_responses(partitions)
         })
         .collect();
-    (acks != 0).then(|| ProduceResponse::default().with_responses(responses))
+    (acks != 0).then(|| {
+        ProduceResponse::default()
+            .with_responses(responses)
+            .with_node_endpoints(endpoints.into_values().collect())
+    })
 }
+
+/// Produce v10 adds the current leader and node endpoints to NOT_LEADER_OR_FOLLOWER.
+const LEADER_HINTS_SINCE: i16 = 10;
