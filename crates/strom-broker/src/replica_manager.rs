@@ -40,21 +40,39 @@ pub fn leader(state: &BrokerState, topic: &str, index: i32) -> Result<Arc<Partit
         .ok_or_else(|| not_leader(topic, index, registration.leader))
 }
 
-/// Where a client should go instead (KIP-951): the partition's current leader, its
-/// leader epoch and that broker's registration, when the image knows a live leader.
+/// Where a client should go instead (KIP-951): a partition's live leader, its leader
+/// epoch and its endpoint on the client's listener.
+#[derive(Debug, Clone)]
+pub struct LeaderHint {
+    pub leader_id: i32,
+    pub leader_epoch: i32,
+    pub host: String,
+    pub port: u16,
+    pub rack: Option<String>,
+}
+
+/// The [`LeaderHint`] of partition `index` of `topic` for clients of `listener`, when the
+/// image knows a live leader.
 pub fn leader_hint(
     state: &BrokerState,
     topic: &str,
     index: i32,
-) -> Option<(i32, strom_metadata::BrokerRegistration)> {
+    listener: &str,
+) -> Option<LeaderHint> {
     let image = state.metadata.image();
     let p = image
         .topic(topic)?
         .partitions
-        .get(usize::try_from(index).ok()?)?
-        .clone();
-    let broker = image.brokers.get(&p.leader).filter(|b| !b.fenced)?.clone();
-    Some((p.leader_epoch.0, broker))
+        .get(usize::try_from(index).ok()?)?;
+    let broker = image.brokers.get(&p.leader).filter(|b| !b.fenced)?;
+    let endpoint = broker.endpoint(listener)?;
+    Some(LeaderHint {
+        leader_id: broker.id.0,
+        leader_epoch: p.leader_epoch.0,
+        host: endpoint.host.clone(),
+        port: endpoint.port,
+        rack: broker.rack.clone(),
+    })
 }
 
 /// [`leader`] for a topic named by id (Fetch v13+).

@@ -15,8 +15,7 @@ use std::collections::BTreeMap;
 use kafka_protocol::messages::fetch_response::{
     FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
 };
-use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::messages::{FetchRequest, FetchResponse};
 use kafka_protocol::ResponseError;
 use tokio::sync::Notify;
 
@@ -120,27 +119,10 @@ fn read_all(
                     } else {
                         topic.topic.to_string()
                     };
-                    replica_manager::leader_hint(ctx.state, &name, *index)
+                    replica_manager::leader_hint(ctx.state, &name, *index, ctx.listener)
                 })
                 .flatten();
-                let current = match hint {
-                    Some((epoch, broker)) => {
-                        if let Some(e) = broker.endpoint(ctx.listener) {
-                            endpoints.insert(
-                                broker.id.0,
-                                NodeEndpoint::default()
-                                    .with_node_id(BrokerId(broker.id.0))
-                                    .with_host(StrBytes::from_string(e.host.clone()))
-                                    .with_port(i32::from(e.port))
-                                    .with_rack(broker.rack.clone().map(StrBytes::from_string)),
-                            );
-                        }
-                        LeaderIdAndEpoch::default()
-                            .with_leader_id(BrokerId(broker.id.0))
-                            .with_leader_epoch(epoch)
-                    }
-                    None => LeaderIdAndEpoch::default(),
-                };
+                let current = super::leader_hint!(LeaderIdAndEpoch, NodeEndpoint, hint, endpoints);
                 data.with_error_code(e.code())
                     .with_current_leader(current)
                     .with_high_watermark(-1)

@@ -44,6 +44,31 @@ pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
 
+/// KIP-951's `current_leader` for a partition answered NOT_LEADER_OR_FOLLOWER, from a
+/// [`crate::replica_manager::LeaderHint`], and the leader's endpoint added to the
+/// response's `node_endpoints` (keyed by broker id). A macro because Produce and Fetch
+/// each have their own generated `LeaderIdAndEpoch` and `NodeEndpoint` types.
+macro_rules! leader_hint {
+    ($leader:ty, $endpoint:ty, $hint:expr, $endpoints:expr) => {{
+        let mut current = <$leader>::default();
+        if let Some(h) = $hint {
+            current = current
+                .with_leader_id(kafka_protocol::messages::BrokerId(h.leader_id))
+                .with_leader_epoch(h.leader_epoch);
+            $endpoints.insert(
+                h.leader_id,
+                <$endpoint>::default()
+                    .with_node_id(kafka_protocol::messages::BrokerId(h.leader_id))
+                    .with_host(kafka_protocol::protocol::StrBytes::from_string(h.host))
+                    .with_port(i32::from(h.port))
+                    .with_rack(h.rack.map(kafka_protocol::protocol::StrBytes::from_string)),
+            );
+        }
+        current
+    }};
+}
+pub(crate) use leader_hint;
+
 /// What a handler gets besides its request.
 pub struct RequestContext<'a> {
     pub state: &'a Arc<BrokerState>,

@@ -12,7 +12,7 @@ use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse,
     TopicProduceResponse,
 };
-use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
@@ -58,30 +58,20 @@ pub fn handle(ctx: &RequestContext<'_>, req: ProduceRequest) -> Option<ProduceRe
                             let hint = (ctx.version >= LEADER_HINTS_SINCE
                                 && e.code() == ResponseError::NotLeaderOrFollower.code())
                             .then(|| {
-                                replica_manager::leader_hint(ctx.state, &topic.name, data.index)
+                                replica_manager::leader_hint(
+                                    ctx.state,
+                                    &topic.name,
+                                    data.index,
+                                    ctx.listener,
+                                )
                             })
                             .flatten();
-                            let current = match hint {
-                                Some((epoch, broker)) => {
-                                    let leader = LeaderIdAndEpoch::default()
-                                        .with_leader_id(BrokerId(broker.id.0))
-                                        .with_leader_epoch(epoch);
-                                    if let Some(e) = broker.endpoint(ctx.listener) {
-                                        endpoints.insert(
-                                            broker.id.0,
-                                            NodeEndpoint::default()
-                                                .with_node_id(BrokerId(broker.id.0))
-                                                .with_host(StrBytes::from_string(e.host.clone()))
-                                                .with_port(i32::from(e.port))
-                                                .with_rack(
-                                                    broker.rack.clone().map(StrBytes::from_string),
-                                                ),
-                                        );
-                                    }
-                                    leader
-                                }
-                                None => LeaderIdAndEpoch::default(),
-                            };
+                            let current = super::leader_hint!(
+                                LeaderIdAndEpoch,
+                                NodeEndpoint,
+                                hint,
+                                endpoints
+                            );
                             response
                                 .with_current_leader(current)
                                 .with_error_code(e.code())
