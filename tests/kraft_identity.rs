@@ -1,7 +1,8 @@
 //! KRaft configuration and storage identity against the real binary: `strom storage
 //! random-uuid` and `format`, a node with `process.roles` that starts only on formatted
 //! directories of its cluster, Kafka's single-node quickstart configuration, and the
-//! configurations this build refuses with a message naming the key or the missing part.
+//! configurations refused with a message naming the key or the missing part, and named
+//! listeners each bound and advertised.
 
 mod common;
 
@@ -188,4 +189,30 @@ fn invalid_kraft_configurations_are_refused_with_the_reason() {
         assert!(!status.success(), "{change} started");
         assert!(err.contains(expected), "{change}: {err}");
     }
+}
+
+#[test]
+fn every_named_listener_is_bound_and_advertises_its_own_address() {
+    let external = std::net::TcpListener::bind("127.0.0.2:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let listeners = format!("listeners=PLAINTEXT://127.0.0.1:0,EXTERNAL://127.0.0.2:{external}");
+    let broker = StromBroker::start(&[
+        &listeners,
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT",
+    ]);
+    let endpoint = |addr: &str| {
+        let metadata: MetadataResponse =
+            Conn::connect(addr).call(ApiKey::Metadata, 9, &MetadataRequest::default());
+        let b = &metadata.brokers[0];
+        format!("{}:{}", b.host.as_str(), b.port)
+    };
+    assert_eq!(endpoint(&broker.bootstrap()), broker.bootstrap());
+    let external = format!("127.0.0.2:{external}");
+    assert_eq!(
+        endpoint(&external),
+        external,
+        "clients of EXTERNAL are told its address"
+    );
 }

@@ -48,6 +48,7 @@ enum Closed {
 /// broker shuts down.
 pub async fn serve(
     state: Arc<BrokerState>,
+    listener: Arc<str>,
     stream: TcpStream,
     peer: SocketAddr,
     mut shutdown: watch::Receiver<bool>,
@@ -80,7 +81,7 @@ pub async fn serve(
                 break Closed::Protocol(e);
             }
         };
-        let handled = handlers::handle(&state, peer, frame.freeze());
+        let handled = handlers::handle(&state, &listener, peer, frame.freeze());
         tokio::pin!(handled);
         // Dropping `handled` on EOF or shutdown cancels the parked work: its waiter
         // registrations are weak and its group reply channel simply closes.

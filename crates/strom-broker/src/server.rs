@@ -45,7 +45,7 @@ pub struct BrokerPart {
     pub state: Arc<BrokerState>,
     pub local_addr: SocketAddr,
     shutdown: watch::Sender<bool>,
-    accept: JoinHandle<()>,
+    accept: Vec<JoinHandle<()>>,
 }
 
 /// The controller role of a running node.
@@ -118,6 +118,23 @@ impl Broker {
         let listener = TcpListener::bind(self.config.listener.bind_address()).await?;
         let local_addr = listener.local_addr()?;
         let advertised = self.config.advertised(local_addr);
+        let first_name = self
+            .config
+            .kraft
+            .client_listener()
+            .map_or("PLAINTEXT", |l| l.name.as_str())
+            .to_string();
+        let others = self.bind_other_client_listeners(&first_name).await?;
+        let mut endpoints = vec![Endpoint {
+            listener: first_name.clone(),
+            host: advertised.host.clone(),
+            port: advertised.port,
+        }];
+        endpoints.extend(others.iter().map(|(name, _, a)| Endpoint {
+            listener: name.to_string(),
+            host: a.host.clone(),
+            port: a.port,
+        }));
         let quorum = self.config.kraft.roles.map(|_| {
             let voters = self
                 .config
@@ -133,12 +150,12 @@ impl Broker {
             ))
         });
         let metadata = MetadataCache::new(match quorum {
-            None => standalone_controller::initial_image(&self.config, &advertised, &logs),
+            None => standalone_controller::initial_image(&self.config, endpoints.clone(), &logs),
             Some(_) => MetadataImage::new(logs.cluster_id(), -1),
         });
         let identity = broker_lifecycle::Identity {
             incarnation_id: uuid::Uuid::new_v4(),
-            endpoints: self.endpoints(&advertised),
+            endpoints,
             rack: None,
         };
         let state = Arc::new(BrokerState {
@@ -197,7 +214,20 @@ impl Broker {
             TRIM_CHECK_INTERVAL_MS,
             |s| s.memory.trim_if_connections_closed(),
         );
-        let accept = tokio::spawn(accept_loop(listener, state.clone(), shutdown_rx));
+        let mut accept = vec![tokio::spawn(accept_loop(
+            listener,
+            Arc::from(first_name.as_str()),
+            state.clone(),
+            shutdown_rx.clone(),
+        ))];
+        for (name, bound, _) in others {
+            accept.push(tokio::spawn(accept_loop(
+                bound,
+                name,
+                state.clone(),
+                shutdown_rx.clone(),
+            )));
+        }
         Ok(BrokerPart {
             state,
             local_addr,
@@ -206,18 +236,37 @@ impl Broker {
         })
     }
 
-    /// The endpoints this broker registers: the advertised address of every client
-    /// listener (the first one as bound).
-    fn endpoints(&self, advertised: &Listener) -> Vec<Endpoint> {
+    /// Binds every client listener of `listeners` after the first (`first`): Kafka's
+    /// named listeners, each advertised under its name (`advertised.listeners`, or the
+    /// bound address), so clients of each network are told the brokers' addresses on it.
+    async fn bind_other_client_listeners(
+        &self,
+        first: &str,
+    ) -> Result<Vec<(Arc<str>, TcpListener, Listener)>, BrokerError> {
         let kraft = &self.config.kraft;
-        let client = kraft
-            .client_listener()
-            .map_or("PLAINTEXT", |l| l.name.as_str());
-        vec![Endpoint {
-            listener: client.to_string(),
-            host: advertised.host.clone(),
-            port: advertised.port,
-        }]
+        let mut bound = Vec::new();
+        for named in kraft
+            .listeners
+            .iter()
+            .filter(|l| l.name != first && !kraft.controller_listener_names.contains(&l.name))
+        {
+            let listener = TcpListener::bind(named.listener.bind_address()).await?;
+            let local = listener.local_addr()?;
+            let advertised = kraft
+                .advertised(&named.name)
+                .cloned()
+                .unwrap_or_else(|| Listener {
+                    host: if named.listener.host.is_empty() {
+                        local.ip().to_string()
+                    } else {
+                        named.listener.host.clone()
+                    },
+                    port: local.port(),
+                });
+            tracing::info!(listener = %named.name, address = %local, "listening");
+            bound.push((Arc::from(named.name.as_str()), listener, advertised));
+        }
+        Ok(bound)
     }
 }
 
@@ -291,8 +340,11 @@ fn spawn_scheduler(
     });
 }
 
+/// Accepts the connections of the listener named `name` (brokers are described to its
+/// clients by their endpoints of that listener).
 async fn accept_loop(
     listener: TcpListener,
+    name: Arc<str>,
     state: Arc<BrokerState>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -300,7 +352,7 @@ async fn accept_loop(
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
-                    tokio::spawn(connection::serve(state.clone(), stream, peer, shutdown.clone()));
+                    tokio::spawn(connection::serve(state.clone(), name.clone(), stream, peer, shutdown.clone()));
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "accept failed");
@@ -338,7 +390,9 @@ impl BrokerPart {
             broker_lifecycle::controlled_shutdown(&self.state, quorum, timeout).await;
         }
         let _ = self.shutdown.send(true);
-        let _ = self.accept.await;
+        for accept in self.accept {
+            let _ = accept.await;
+        }
         let state = self.state.clone();
         tokio::task::spawn_blocking(move || state.logs.shutdown())
             .await

@@ -15,31 +15,23 @@ use strom_metadata::{
 };
 use uuid::Uuid;
 
-use crate::config::Listener;
 use crate::log_manager::LogManager;
 use crate::topic::Topic;
 use crate::{ApiError, BrokerConfig, BrokerState};
 
-/// The image a standalone node starts with: itself, registered with its advertised
-/// client endpoint and never fenced, and every topic its logs hold.
+/// The image a standalone node starts with: itself, registered with the advertised
+/// endpoint of each of its client listeners and never fenced, and every topic its logs
+/// hold.
 pub fn initial_image(
     config: &BrokerConfig,
-    advertised: &Listener,
+    endpoints: Vec<Endpoint>,
     logs: &LogManager,
 ) -> MetadataImage {
     let node = config.node_id;
-    let listener = config
-        .kraft
-        .client_listener()
-        .map_or("PLAINTEXT", |l| l.name.as_str());
     let mut records = vec![MetadataRecord::RegisterBroker {
         broker_id: BrokerId(node),
         incarnation_id: Uuid::nil(),
-        endpoints: vec![Endpoint {
-            listener: listener.to_string(),
-            host: advertised.host.clone(),
-            port: advertised.port,
-        }],
+        endpoints,
         rack: None,
         fenced: false,
     }];

@@ -87,6 +87,7 @@ pub struct RequestContext<'a> {
 /// acks=0); `Err` means the connection must be closed.
 pub async fn handle(
     state: &Arc<BrokerState>,
+    listener: &str,
     peer: SocketAddr,
     frame: Bytes,
 ) -> Result<Option<Bytes>, WireError> {
@@ -110,11 +111,7 @@ pub async fn handle(
         version,
         client_id,
         client_host: format!("/{}", peer.ip()),
-        listener: state
-            .config
-            .kraft
-            .client_listener()
-            .map_or("PLAINTEXT", |l| l.name.as_str()),
+        listener,
     };
     let key = prefix.api_key;
     let cid = request.header.correlation_id;
