@@ -493,3 +493,47 @@ fn strom_cluster_starts_describes_and_stops_a_local_cluster() {
     let status = strom_tool(&["cluster", "status", "--dir", d]);
     assert_eq!(status.matches("stopped").count(), 3, "{status}");
 }
+
+#[test]
+fn a_quorum_without_majority_refuses_writes_and_still_answers_metadata() {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    use kafka_protocol::messages::{ApiKey, CreateTopicsRequest, CreateTopicsResponse};
+    let mut cluster = TestCluster::combined(3, &[]);
+    create_topic(&cluster.bootstrap(), "before", 1);
+    let survivor = cluster.node(1).address();
+    assert!(wait_until(TIMEOUT, || leaders(&survivor, "before").len() == 1));
+    cluster.kill9(2).unwrap();
+    cluster.kill9(3).unwrap();
+    let request = CreateTopicsRequest::default()
+        .with_timeout_ms(2000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(common::raw::topic_name("after"))
+            .with_num_partitions(1)
+            .with_replication_factor(-1)]);
+    let response: CreateTopicsResponse =
+        common::raw::Conn::connect(&survivor).call(ApiKey::CreateTopics, 7, &request);
+    let topic = &response.topics[0];
+    assert_eq!(
+        topic.error_code, 7,
+        "REQUEST_TIMED_OUT: {:?}",
+        topic.error_message
+    );
+    let message = topic
+        .error_message
+        .as_deref()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        message.contains("controller") || message.contains("majority"),
+        "{message}"
+    );
+    assert_eq!(
+        leaders(&survivor, "before").len(),
+        1,
+        "Metadata answers from the last image"
+    );
+    assert!(
+        leaders(&survivor, "after").is_empty(),
+        "nothing is invented"
+    );
+}

@@ -5,6 +5,7 @@
 //! applies. Handlers call these functions and never choose between the two themselves.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use kafka_protocol::ResponseError;
 use strom_controller::rpc::{AdminResult, AdminWrite, NewTopic};
@@ -12,6 +13,12 @@ use strom_metadata::{BrokerId, ConfigResource};
 use uuid::Uuid;
 
 use crate::{standalone_controller, topic_config, ApiError, BrokerState};
+
+/// How long a forwarded change may wait for the quorum: the request's `timeout_ms`,
+/// at least a second and at most [`crate::quorum_channel::ADMIN_DEADLINE`].
+pub fn request_timeout(timeout_ms: i32) -> Duration {
+    Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0).clamp(1000, 30_000))
+}
 
 /// A created topic as CreateTopics reports it.
 #[derive(Debug, Clone)]
@@ -77,6 +84,7 @@ pub async fn create_topic(
     state: &BrokerState,
     spec: TopicSpec,
     validate_only: bool,
+    timeout: Duration,
 ) -> Result<Created, ApiError> {
     let configs = validated(&spec, state)?;
     let Some(quorum) = &state.quorum else {
@@ -125,7 +133,7 @@ pub async fn create_topic(
         }],
         validate_only,
     };
-    match quorum.admin(&state.metadata, write).await? {
+    match quorum.admin(&state.metadata, write, timeout).await? {
         AdminResult::CreateTopics(mut results) if results.len() == 1 => {
             let created = results
                 .pop()
@@ -147,6 +155,7 @@ pub async fn create_partitions(
     name: &str,
     count: i32,
     validate_only: bool,
+    timeout: Duration,
 ) -> Result<(), ApiError> {
     let Some(quorum) = &state.quorum else {
         return standalone_controller::create_partitions(state, name, count, validate_only);
@@ -172,21 +181,25 @@ pub async fn create_partitions(
         assignments: Vec::new(),
         validate_only,
     };
-    match quorum.admin(&state.metadata, write).await? {
+    match quorum.admin(&state.metadata, write, timeout).await? {
         AdminResult::CreatePartitions(r) => r.map_err(crate::quorum_channel::api_error),
         other => Err(unexpected(other)),
     }
 }
 
 /// DeleteTopics for one topic.
-pub async fn delete_topic(state: &BrokerState, name: &str) -> Result<Uuid, ApiError> {
+pub async fn delete_topic(
+    state: &BrokerState,
+    name: &str,
+    timeout: Duration,
+) -> Result<Uuid, ApiError> {
     let Some(quorum) = &state.quorum else {
         return standalone_controller::delete_topic(state, name);
     };
     let write = AdminWrite::DeleteTopics {
         names: vec![name.to_string()],
     };
-    match quorum.admin(&state.metadata, write).await? {
+    match quorum.admin(&state.metadata, write, timeout).await? {
         AdminResult::DeleteTopics(mut results) if results.len() == 1 => results
             .pop()
             .expect("one result")
@@ -235,7 +248,14 @@ pub async fn replace_topic_configs(
         replace: true,
         validate_only,
     };
-    match quorum.admin(&state.metadata, write).await? {
+    match quorum
+        .admin(
+            &state.metadata,
+            write,
+            crate::quorum_channel::ADMIN_DEADLINE,
+        )
+        .await?
+    {
         AdminResult::AlterConfigs(r) => r.map_err(crate::quorum_channel::api_error),
         other => Err(unexpected(other)),
     }

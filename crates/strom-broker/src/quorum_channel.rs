@@ -18,8 +18,9 @@ use crate::ApiError;
 
 /// How long one call to the active controller may take before another is tried.
 const PER_TRY: Duration = Duration::from_secs(5);
-/// How long a forwarded admin request waits for a controller at all.
-const ADMIN_DEADLINE: Duration = Duration::from_secs(30);
+/// How long a forwarded admin request waits for a controller at most (a request's own
+/// `timeout_ms` may make it shorter).
+pub const ADMIN_DEADLINE: Duration = Duration::from_secs(30);
 
 /// The broker's side of the quorum.
 #[derive(Debug)]
@@ -58,11 +59,13 @@ impl QuorumChannel {
         ApiError::new(ResponseError::RequestTimedOut, e.to_string())
     }
 
-    /// Forwards `write` to the active controller and waits until `metadata` holds it.
+    /// Forwards `write` to the active controller, waiting up to `deadline` for one to
+    /// answer, and then until `metadata` holds the change.
     pub async fn admin(
         &self,
         metadata: &MetadataCache,
         write: AdminWrite,
+        deadline: Duration,
     ) -> Result<AdminResult, ApiError> {
         let response = self
             .client
@@ -71,8 +74,8 @@ impl QuorumChannel {
                     cluster_id: self.cluster_id.clone(),
                     write: write.clone(),
                 },
-                PER_TRY,
-                ADMIN_DEADLINE,
+                PER_TRY.min(deadline),
+                deadline.min(ADMIN_DEADLINE),
             )
             .await
             .map_err(Self::unavailable)?;

@@ -39,6 +39,8 @@ use crate::types::{MetadataBatch, Raft};
 pub const PRODUCER_ID_BLOCK: i32 = 1000;
 /// Batches one metadata fetch returns at most.
 const MAX_FETCH_BATCHES: usize = 1000;
+/// How many election timeouts a change may take to commit before it is given up.
+const COMMIT_TIMEOUT_ELECTIONS: u64 = 3;
 /// A snapshot every this many entries.
 const SNAPSHOT_EVERY: u64 = 10_000;
 
@@ -257,11 +259,26 @@ impl QuorumController {
             &mut BrokerHeartbeats,
         ) -> Result<(Vec<MetadataRecord>, T), RpcError>,
     ) -> Result<(T, i64), Response> {
+        // A leader cut off from its majority cannot commit: the change is given up after
+        // a bound (its outcome is then unknown, as a Kafka client's timeout is) rather than
+        // holding the single writer's lock until the quorum is back.
+        let bound =
+            Duration::from_millis(COMMIT_TIMEOUT_ELECTIONS * self.config.election_timeout_ms);
+        let timed_out = || {
+            Response::Admin(Err(RpcError::new(
+                codes::REQUEST_TIMED_OUT,
+                format!("the metadata quorum did not commit the change within {bound:?}: it has no majority"),
+            )))
+        };
         let _writer = self.writer.lock().await;
-        if let Err(e) = self.raft.ensure_linearizable().await {
-            return Err(not_controller(
-                e.forward_to_leader().and_then(|f| f.leader_id),
-            ));
+        match tokio::time::timeout(bound, self.raft.ensure_linearizable()).await {
+            Err(_) => return Err(timed_out()),
+            Ok(Err(e)) => {
+                return Err(not_controller(
+                    e.forward_to_leader().and_then(|f| f.leader_id),
+                ))
+            }
+            Ok(Ok(_)) => {}
         }
         let image = self.image();
         let (records, reply) = {
@@ -271,9 +288,12 @@ impl QuorumController {
         .map_err(|e| Response::Admin(Err(e)))?;
         let mut offset = image.offset;
         for chunk in records.chunks(MAX_RECORDS_PER_BATCH) {
-            match self.raft.client_write(MetadataBatch(chunk.to_vec())).await {
-                Ok(written) => offset = written.log_id.index as i64,
-                Err(e) => {
+            match tokio::time::timeout(bound, self.raft.client_write(MetadataBatch(chunk.to_vec())))
+                .await
+            {
+                Err(_) => return Err(timed_out()),
+                Ok(Ok(written)) => offset = written.log_id.index as i64,
+                Ok(Err(e)) => {
                     return Err(match e.forward_to_leader() {
                         Some(f) => not_controller(f.leader_id),
                         None => Response::Admin(Err(RpcError::new(

@@ -14,8 +14,14 @@ pub async fn handle(
     for t in req.topics {
         let result = CreatePartitionsTopicResult::default().with_name(t.name.clone());
         results.push(
-            match crate::admin::create_partitions(ctx.state, &t.name, t.count, req.validate_only)
-                .await
+            match crate::admin::create_partitions(
+                ctx.state,
+                &t.name,
+                t.count,
+                req.validate_only,
+                crate::admin::request_timeout(req.timeout_ms),
+            )
+            .await
             {
                 Ok(()) => result,
                 Err(e) => result

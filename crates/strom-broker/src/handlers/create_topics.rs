@@ -53,7 +53,15 @@ pub async fn handle(ctx: &RequestContext<'_>, req: CreateTopicsRequest) -> Creat
         let brokers: Vec<i32> = state.metadata.image().brokers.keys().map(|b| b.0).collect();
         let outcome = match validate_assignments(&t, &brokers) {
             Err(e) => Err(e),
-            Ok(()) => admin::create_topic(state, spec, req.validate_only).await,
+            Ok(()) => {
+                admin::create_topic(
+                    state,
+                    spec,
+                    req.validate_only,
+                    admin::request_timeout(req.timeout_ms),
+                )
+                .await
+            }
         };
         results.push(match outcome {
             Ok(created) => {

@@ -27,7 +27,14 @@ pub async fn handle(ctx: &RequestContext<'_>, req: DeleteTopicsRequest) -> Delet
             });
             let result = DeletableTopicResult::default().with_name(name.clone());
             let outcome = match &name {
-                Some(n) => crate::admin::delete_topic(ctx.state, n).await,
+                Some(n) => {
+                    crate::admin::delete_topic(
+                        ctx.state,
+                        n,
+                        crate::admin::request_timeout(req.timeout_ms),
+                    )
+                    .await
+                }
                 None => Err(ApiError::new(
                     ResponseError::UnknownTopicId,
                     "unknown topic id",

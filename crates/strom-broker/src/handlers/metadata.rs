@@ -13,6 +13,10 @@ use kafka_protocol::ResponseError;
 use super::{authorized_operations, RequestContext};
 use strom_metadata::{MetadataImage, TopicImage};
 
+/// How long a Metadata request waits for a topic it auto-creates: the topic is then in
+/// this answer; a quorum without majority must not hold the answer up longer.
+const AUTO_CREATE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 pub async fn handle(ctx: &RequestContext<'_>, req: MetadataRequest) -> MetadataResponse {
     let state = ctx.state;
     let all = match &req.topics {
@@ -37,7 +41,9 @@ pub async fn handle(ctx: &RequestContext<'_>, req: MetadataRequest) -> MetadataR
                     assignments: Vec::new(),
                     configs: Default::default(),
                 };
-                if let Err(e) = crate::admin::create_topic(state, spec, false).await {
+                if let Err(e) =
+                    crate::admin::create_topic(state, spec, false, AUTO_CREATE_TIMEOUT).await
+                {
                     tracing::debug!(topic = %name.as_str(), error = %e.message, "auto-creation failed");
                 }
             }
