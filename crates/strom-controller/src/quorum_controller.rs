@@ -77,6 +77,8 @@ pub struct QuorumController {
     writer: tokio::sync::Mutex<()>,
     /// Where placement starts its round-robin, moved on by every creation.
     placement: AtomicUsize,
+    /// When the leader's last AppendEntries arrived (a follower's view).
+    leader_contact: Mutex<Instant>,
     shutdown: watch::Sender<bool>,
 }
 
@@ -144,6 +146,7 @@ impl QuorumController {
             observers: Mutex::new(HashMap::new()),
             writer: tokio::sync::Mutex::new(()),
             placement: AtomicUsize::new(0),
+            leader_contact: Mutex::new(Instant::now()),
             shutdown: watch::channel(false).0,
         });
         tokio::spawn(controller.clone().watch_leadership());
@@ -323,9 +326,12 @@ impl QuorumController {
     /// Answers one request of the controller listener.
     pub async fn handle(self: &Arc<Self>, request: Request) -> Response {
         match request {
-            Request::AppendEntries(r) => Response::AppendEntries(
-                self.raft.append_entries(r).await.map_err(|e| e.to_string()),
-            ),
+            Request::AppendEntries(r) => {
+                *self.leader_contact.lock() = Instant::now();
+                Response::AppendEntries(
+                    self.raft.append_entries(r).await.map_err(|e| e.to_string()),
+                )
+            }
             Request::Vote(r) => Response::Vote(self.raft.vote(r).await.map_err(|e| e.to_string())),
             Request::InstallSnapshot(r) => Response::InstallSnapshot(
                 self.raft
@@ -647,6 +653,41 @@ impl QuorumController {
             observers,
             voter_endpoints: self.config.voters.clone(),
         }))
+    }
+
+    /// The connection the leader replicated over has closed: if the leader is gone (a
+    /// kill -9 closes its sockets at once), stand for election as soon as the other
+    /// voters' leases on it have run out — the last AppendEntries plus one election
+    /// timeout — instead of waiting for this voter's own random timer, whose first
+    /// candidacy would come too early and fail. Voters wait a little longer the higher
+    /// their id, so two followers that both noticed do not split the vote; a leader that
+    /// is still alive has sent AppendEntries meanwhile, and then nothing happens.
+    pub fn leader_connection_closed(self: &Arc<Self>) {
+        if self.is_leader() {
+            return;
+        }
+        let contact = *self.leader_contact.lock();
+        let rank = self
+            .config
+            .voters
+            .iter()
+            .filter(|(id, _)| *id < self.config.node_id)
+            .count() as u64;
+        let election = self.config.election_timeout_ms;
+        let at = contact + Duration::from_millis(election + election / 20 + rank * (election / 10));
+        let controller = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
+            // A new leader (or the old one, alive) has sent AppendEntries meanwhile.
+            if *controller.leader_contact.lock() > contact || controller.is_leader() {
+                return;
+            }
+            tracing::info!(
+                node = controller.node_id(),
+                "the leader's connection closed and its lease ran out: standing for election"
+            );
+            let _ = controller.raft.trigger().elect().await;
+        });
     }
 
     /// Leaves the quorum for a shutdown. An active controller first tells the most

@@ -39,23 +39,40 @@ pub async fn serve(
     }
 }
 
+/// Serves one connection. One that carried AppendEntries is the leader's: when it
+/// closes, the controller is told (a dead leader's sockets close at once).
 async fn connection(
     mut stream: TcpStream,
     controller: Arc<QuorumController>,
     mut shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
+    let mut from_leader = false;
+    let result = serve_requests(&mut stream, &controller, &mut shutdown, &mut from_leader).await;
+    if from_leader && !*shutdown.borrow() {
+        controller.leader_connection_closed();
+    }
+    result
+}
+
+async fn serve_requests(
+    stream: &mut TcpStream,
+    controller: &Arc<QuorumController>,
+    shutdown: &mut watch::Receiver<bool>,
+    from_leader: &mut bool,
+) -> std::io::Result<()> {
     loop {
         let request = tokio::select! {
-            r = read_frame::<Request>(&mut stream) => r?,
+            r = read_frame::<Request>(stream) => r?,
             _ = shutdown.changed() => return Ok(()),
         };
         let Some(request) = request else {
             return Ok(());
         };
+        *from_leader |= matches!(request, Request::AppendEntries(_));
         let response = tokio::select! {
             r = controller.handle(request) => r,
             _ = shutdown.changed() => return Ok(()),
         };
-        write_frame(&mut stream, &response).await?;
+        write_frame(stream, &response).await?;
     }
 }
