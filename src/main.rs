@@ -60,6 +60,9 @@ enum Command {
     /// Kafka's kafka-metadata-quorum: `--bootstrap-server H:P describe --status | --replication`
     #[command(disable_help_flag = true)]
     MetadataQuorum(Passthrough),
+    /// Kafka's kafka-topics: --create, --list, --describe, --alter --partitions, --delete
+    #[command(disable_help_flag = true)]
+    Topics(Passthrough),
 }
 
 fn main() -> ExitCode {
@@ -74,5 +77,6 @@ fn main() -> ExitCode {
         Command::Bench(p) => strom_perf::bench::main(p.args),
         Command::Cluster(p) => strom_perf::cluster_cli::main(p.args),
         Command::MetadataQuorum(p) => strom_perf::metadata_quorum::main(p.args),
+        Command::Topics(p) => strom_perf::topics_cli::main(p.args),
     }
 }

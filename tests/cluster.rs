@@ -537,3 +537,83 @@ fn a_quorum_without_majority_refuses_writes_and_still_answers_metadata() {
         "nothing is invented"
     );
 }
+
+/// Runs `strom topics ARGS` against `bootstrap`; (exit success, stdout, stderr).
+fn topics(bootstrap: &str, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_strom"))
+        .args(["topics", "--bootstrap-server", bootstrap])
+        .args(args)
+        .output()
+        .expect("run strom topics");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn strom_topics_creates_lists_describes_alters_and_deletes_as_kafka_topics_does() {
+    let cluster = TestCluster::combined(3, &[]);
+    let b = cluster.nodes[0].address();
+    let (ok, out, _) = topics(
+        &b,
+        &[
+            "--create",
+            "--topic",
+            "orders",
+            "--partitions",
+            "3",
+            "--config",
+            "retention.ms=60000",
+        ],
+    );
+    assert!(ok && out == "Created topic orders.\n", "{out}");
+    let (ok, out, _) = topics(&b, &["--create", "--topic", "orders"]);
+    assert!(
+        !ok && out == "Error while executing topic command : Topic 'orders' already exists.\n",
+        "{out}"
+    );
+    assert!(topics(&b, &["--create", "--topic", "orders", "--if-not-exists"]).0);
+    let (_, out, _) = topics(
+        &b,
+        &["--create", "--topic", "wide", "--replication-factor", "3"],
+    );
+    assert!(
+        out.starts_with("Error while executing topic command : "),
+        "{out}"
+    );
+    assert_eq!(topics(&b, &["--list"]).1, "orders\n");
+    let (_, out, _) = topics(&b, &["--describe", "--topic", "orders"]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 4, "{out}");
+    assert!(lines[0].starts_with("Topic: orders\tTopicId: "), "{out}");
+    assert!(
+        lines[0]
+            .ends_with("\tPartitionCount: 3\tReplicationFactor: 1\tConfigs: retention.ms=60000"),
+        "{out}"
+    );
+    let led = leaders(&b, "orders");
+    for (p, line) in lines[1..].iter().enumerate() {
+        let l = led[p];
+        assert_eq!(
+            *line,
+            format!("\tTopic: orders\tPartition: {p}\tLeader: {l}\tReplicas: {l}\tIsr: {l}\tElr: N/A\tLastKnownElr: N/A")
+        );
+    }
+    assert!(topics(&b, &["--alter", "--topic", "orders", "--partitions", "5"]).0);
+    assert!(wait_until(TIMEOUT, || leaders(&b, "orders").len() == 5));
+    assert_eq!(
+        topics(&b, &["--describe", "--under-replicated-partitions"]).1,
+        ""
+    );
+    assert!(topics(&b, &["--delete", "--topic", "orders"]).0);
+    assert_eq!(topics(&b, &["--list"]).1, "\n");
+    let (ok, out, _) = topics(&b, &["--describe", "--topic", "orders"]);
+    assert!(
+        !ok && out.contains("Topic 'Optional[orders]' does not exist as expected"),
+        "{out}"
+    );
+    let (ok, _, err) = topics(&b, &["--zookeeper", "localhost:2181", "--list"]);
+    assert!(!ok && err.contains("--bootstrap-server"), "{err}");
+}

@@ -31,3 +31,4 @@ pub mod report_html;
 pub mod report_json;
 pub mod series;
 pub mod topics;
+pub mod topics_cli;

@@ -177,7 +177,7 @@ fn directory_json(r: &ReplicaState) -> String {
 }
 
 /// A UUID as Kafka prints it: URL-safe base64 without padding.
-fn base64_uuid(id: &uuid::Uuid) -> String {
+pub fn base64_uuid(id: &uuid::Uuid) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let bytes = id.as_bytes();
     let mut out = String::new();
