@@ -466,8 +466,19 @@ fn metadata_quorum_describes_the_leader_voters_and_their_replication() {
 
 #[test]
 fn strom_cluster_starts_describes_and_stops_a_local_cluster() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().to_str().unwrap();
+    /// Stops the detached cluster in its directory even when an assertion fails first,
+    /// so no node outlives the test.
+    struct StopOnDrop(tempfile::TempDir);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            let _ = Command::new(env!("CARGO_BIN_EXE_strom"))
+                .args(["cluster", "stop", "--dir"])
+                .arg(self.0.path())
+                .output();
+        }
+    }
+    let dir = StopOnDrop(tempfile::tempdir().unwrap());
+    let d = dir.0.path().to_str().unwrap();
     let bootstrap = strom_tool(&[
         "cluster",
         "start",
