@@ -81,6 +81,18 @@ fn run(args: &cli::Parsed) -> Result<String> {
     if args.positional.first().map(String::as_str) != Some("describe") {
         bail!("{USAGE}strom metadata-quorum: error: a command is required: describe");
     }
+    match (args.has("status"), args.has("replication")) {
+        (true, true) => bail!(
+            "Only one of --status or --replication should be specified with describe sub-command"
+        ),
+        (false, false) => {
+            bail!("One of --status or --replication must be specified with describe sub-command")
+        }
+        (true, false) if args.has("human-readable") => {
+            bail!("The option --human-readable is only supported along with --replication")
+        }
+        _ => {}
+    }
     let quorum = kafka_rpc::describe_quorum(bootstrap, TIMEOUT)?;
     let Some(partition) = quorum.topics.first().and_then(|t| t.partitions.first()) else {
         bail!("DescribeQuorum returned no partition");
@@ -88,16 +100,14 @@ fn run(args: &cli::Parsed) -> Result<String> {
     if partition.error_code != 0 {
         bail!("DescribeQuorum failed with error {}", partition.error_code);
     }
-    match (args.has("status"), args.has("replication")) {
-        (true, false) => {
-            let cluster_id = kafka_rpc::metadata(bootstrap, TIMEOUT)?
-                .cluster_id
-                .map(|c| c.to_string())
-                .unwrap_or_default();
-            Ok(status(&cluster_id, &quorum, partition))
-        }
-        (false, true) => Ok(replication(partition, args.has("human-readable"), now_ms())),
-        _ => bail!("{USAGE}strom metadata-quorum: error: describe needs exactly one of --status, --replication"),
+    if args.has("status") {
+        let cluster_id = kafka_rpc::metadata(bootstrap, TIMEOUT)?
+            .cluster_id
+            .map(|c| c.to_string())
+            .unwrap_or_default();
+        Ok(status(&cluster_id, &quorum, partition))
+    } else {
+        Ok(replication(partition, args.has("human-readable"), now_ms()))
     }
 }
 
