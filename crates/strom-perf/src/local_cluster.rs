@@ -60,10 +60,26 @@ pub struct LocalCluster {
     _temp: Option<tempfile::TempDir>,
 }
 
+/// Listener ports are chosen below Linux's ephemeral range (32768–60999 by default): a
+/// port the kernel picked for us would be free now, but could be taken as the source port
+/// of some outgoing connection (a node dialling a peer that is not up yet) before the
+/// node that is to listen on it binds it.
+const PORTS: std::ops::Range<u16> = 20_000..32_000;
+
+/// A port of [`PORTS`] nothing listens on now.
 fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos())
+        ^ std::process::id().rotate_left(16);
+    let span = u32::from(PORTS.end - PORTS.start);
+    for i in 0..span {
+        let port = PORTS.start + ((seed.wrapping_add(i.wrapping_mul(7919))) % span) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    bail!("no free port in {PORTS:?}")
 }
 
 impl NodeInfo {
