@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use kafka_protocol::ResponseError;
+use strom_controller::replication_control;
 use strom_controller::rpc::{AdminResult, AdminWrite, NewTopic};
 use strom_metadata::{BrokerId, ConfigResource};
 use uuid::Uuid;
@@ -39,8 +40,20 @@ pub struct TopicSpec {
     pub configs: BTreeMap<String, String>,
 }
 
-/// Validates what a broker validates before any controller sees a request: the topic
-/// name, the partition count and every config value.
+impl TopicSpec {
+    /// The partitions asked for: the assignment's, or the count.
+    fn partition_count(&self) -> i32 {
+        if self.assignments.is_empty() {
+            self.partitions
+        } else {
+            self.assignments.len() as i32
+        }
+    }
+}
+
+/// What a cluster broker checks before it forwards a CreateTopics entry, as the logs of a
+/// standalone node check it: the topic name, the partition count and its limit, and every
+/// config value (normalized as the controller records it).
 fn validated(spec: &TopicSpec, state: &BrokerState) -> Result<BTreeMap<String, String>, ApiError> {
     crate::topic::validate_topic_name(&spec.name)
         .map_err(|m| ApiError::new(ResponseError::InvalidTopicException, m))?;
@@ -50,20 +63,7 @@ fn validated(spec: &TopicSpec, state: &BrokerState) -> Result<BTreeMap<String, S
             "Number of partitions must be larger than 0.",
         ));
     }
-    let count = if spec.assignments.is_empty() {
-        spec.partitions
-    } else {
-        spec.assignments.len() as i32
-    };
-    if count > state.config.max_partitions_per_request {
-        return Err(ApiError::new(
-            ResponseError::InvalidPartitions,
-            format!(
-                "Cannot add {count} partitions in one request: max.partitions.per.request is {}.",
-                state.config.max_partitions_per_request
-            ),
-        ));
-    }
+    state.logs.check_request_limit(spec.partition_count())?;
     let mut configs = BTreeMap::new();
     for (k, v) in &spec.configs {
         configs.insert(k.clone(), topic_config::validate(k, v)?);
@@ -86,7 +86,6 @@ pub async fn create_topic(
     validate_only: bool,
     timeout: Duration,
 ) -> Result<Created, ApiError> {
-    let configs = validated(&spec, state)?;
     let Some(quorum) = &state.quorum else {
         if spec.assignments.is_empty()
             && spec.replication_factor != -1
@@ -100,16 +99,16 @@ pub async fn create_topic(
                 ),
             ));
         }
-        let partitions = if spec.assignments.is_empty() {
-            spec.partitions
-        } else {
-            spec.assignments.len() as i32
-        };
+        // The log manager checks the name, count, limits and configs itself; the replica
+        // lists are checked as the quorum's controller checks them.
+        replication_control::check_assignment(&state.metadata.image(), &spec.assignments)
+            .map_err(crate::quorum_channel::api_error)?;
+        let partitions = spec.partition_count();
         let topic = standalone_controller::create_topic(
             state,
             &spec.name,
             partitions,
-            configs,
+            spec.configs,
             validate_only,
         )?;
         return Ok(Created {
@@ -118,6 +117,7 @@ pub async fn create_topic(
             replication_factor: 1,
         });
     };
+    let configs = validated(&spec, state)?;
     let replication_factor = if spec.replication_factor == -1 {
         state.config.kraft.default_replication_factor
     } else {
@@ -165,16 +165,7 @@ pub async fn create_partitions(
         .image()
         .topic(name)
         .map_or(0, |t| t.partitions.len() as i32);
-    if count - current > state.config.max_partitions_per_request {
-        return Err(ApiError::new(
-            ResponseError::InvalidPartitions,
-            format!(
-                "Cannot add {} partitions in one request: max.partitions.per.request is {}.",
-                count - current,
-                state.config.max_partitions_per_request
-            ),
-        ));
-    }
+    state.logs.check_request_limit(count - current)?;
     let write = AdminWrite::CreatePartitions {
         topic: name.to_string(),
         count,

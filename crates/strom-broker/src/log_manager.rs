@@ -333,9 +333,9 @@ impl LogManager {
         Ok(topic)
     }
 
-    /// Refuses to add `adding` partitions beyond `max.partitions.per.request` or
-    /// `max.partitions.per.broker`, naming the limit.
-    fn check_partition_limits(&self, adding: i32) -> Result<(), ApiError> {
+    /// Refuses to add `adding` partitions in one request beyond `max.partitions.per.request`,
+    /// naming the limit (also checked by a cluster broker before it forwards a request).
+    pub fn check_request_limit(&self, adding: i32) -> Result<(), ApiError> {
         if adding > self.max_partitions_per_request {
             return Err(ApiError::new(
                 ResponseError::InvalidPartitions,
@@ -345,6 +345,13 @@ impl LogManager {
                 ),
             ));
         }
+        Ok(())
+    }
+
+    /// Refuses to add `adding` partitions beyond `max.partitions.per.request` or
+    /// `max.partitions.per.broker`, naming the limit.
+    fn check_partition_limits(&self, adding: i32) -> Result<(), ApiError> {
+        self.check_request_limit(adding)?;
         let hosted: i64 = self
             .topics
             .read()

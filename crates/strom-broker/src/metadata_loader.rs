@@ -66,14 +66,14 @@ pub async fn run(
             Ok(Response::FetchMetadata(Ok(f))) => f,
             Ok(other) => {
                 tracing::warn!(controller = target, response = ?other, "metadata fetch refused");
-                quorum.client.set_leader(-1);
+                quorum.client.forget_leader();
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
             Err(e) => {
                 tracing::debug!(controller = target, error = %e, "metadata fetch failed");
                 if quorum.client.leader() == target {
-                    quorum.client.set_leader(-1);
+                    quorum.client.forget_leader();
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use kafka_protocol::ResponseError;
-use strom_metadata::{BrokerId, MetadataImage};
+use strom_metadata::{BrokerId, MetadataImage, TopicImage};
 use uuid::Uuid;
 
 use crate::partition::Partition;
@@ -27,17 +27,24 @@ fn not_leader(topic: &str, index: i32, leader: BrokerId) -> ApiError {
 /// The partition `index` of topic `topic` as its leader serves it.
 pub fn leader(state: &BrokerState, topic: &str, index: i32) -> Result<Arc<Partition>, ApiError> {
     let image = state.metadata.image();
-    let registration = image
-        .topic(topic)
-        .and_then(|t| t.partitions.get(usize::try_from(index).ok()?))
+    let topic = image.topic(topic).ok_or_else(ApiError::unknown_topic)?;
+    served(state, topic, index)
+}
+
+/// The partition `index` of `topic` if the image names this broker its leader and the
+/// log is hosted here.
+fn served(state: &BrokerState, topic: &TopicImage, index: i32) -> Result<Arc<Partition>, ApiError> {
+    let registration = usize::try_from(index)
+        .ok()
+        .and_then(|i| topic.partitions.get(i))
         .ok_or_else(ApiError::unknown_topic)?;
     if registration.leader != BrokerId(state.node_id()) {
-        return Err(not_leader(topic, index, registration.leader));
+        return Err(not_leader(&topic.name, index, registration.leader));
     }
     state
         .logs
-        .partition(topic, index)
-        .ok_or_else(|| not_leader(topic, index, registration.leader))
+        .partition(&topic.name, index)
+        .ok_or_else(|| not_leader(&topic.name, index, registration.leader))
 }
 
 /// Where a client should go instead (KIP-951): a partition's live leader, its leader
@@ -81,13 +88,11 @@ pub fn leader_by_id(
     topic_id: Uuid,
     index: i32,
 ) -> Result<Arc<Partition>, ApiError> {
-    let name = state
-        .metadata
-        .image()
+    let image = state.metadata.image();
+    let topic = image
         .topic_by_id(topic_id)
-        .map(|t| t.name.clone())
         .ok_or_else(|| ApiError::new(ResponseError::UnknownTopicId, "unknown topic id"))?;
-    leader(state, &name, index)
+    served(state, topic, index)
 }
 
 /// Makes the logs match `image` on a cluster broker: hosts every partition whose replicas

@@ -41,6 +41,12 @@ impl ControllerClient {
         self.leader.load(Ordering::Relaxed)
     }
 
+    /// Forgets the active controller (it did not answer as one): the next call tries the
+    /// voters in turn.
+    pub fn forget_leader(&self) {
+        self.leader.store(-1, Ordering::Relaxed);
+    }
+
     /// Notes the active controller a response named.
     pub fn set_leader(&self, leader: i32) {
         if leader >= 0 {
@@ -119,7 +125,7 @@ impl ControllerClient {
                         self.set_leader(l);
                         continue;
                     }
-                    _ => self.leader.store(-1, Ordering::Relaxed),
+                    _ => self.forget_leader(),
                 },
                 Ok(response) => {
                     self.set_leader(target);
@@ -127,7 +133,7 @@ impl ControllerClient {
                 }
                 Err(e) => {
                     tracing::debug!(controller = target, error = %e, "controller call failed");
-                    self.leader.store(-1, Ordering::Relaxed);
+                    self.forget_leader();
                 }
             }
             tokio::time::sleep(

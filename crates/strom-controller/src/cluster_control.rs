@@ -171,10 +171,17 @@ impl BrokerHeartbeats {
             let after = image.apply_at(image.offset, &records);
             records.extend(broker_gone(&after, hb.broker_id));
         }
-        let after = image.apply_at(image.offset, &records);
+        // Most heartbeats change nothing: the image is then as it is, not a copy.
+        let changed;
+        let after = if records.is_empty() {
+            image
+        } else {
+            changed = image.apply_at(image.offset, &records);
+            &changed
+        };
         let now_broker = &after.brokers[&hb.broker_id];
         let should_shut_down =
-            hb.want_shut_down && (now_broker.fenced || leader_count(&after, hb.broker_id) == 0);
+            hb.want_shut_down && (now_broker.fenced || leader_count(after, hb.broker_id) == 0);
         // A broker that may shut down is fenced at once, as Kafka's SHUTDOWN_NOW does: it
         // serves nothing more, and its restart may register before the session expires.
         if should_shut_down && !now_broker.fenced {

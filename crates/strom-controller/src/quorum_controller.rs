@@ -96,6 +96,36 @@ fn not_controller(raft_leader: Option<u64>) -> Response {
     }
 }
 
+/// Why a change was not written.
+#[derive(Debug)]
+enum WriteError {
+    /// Refused by the control managers, or not committed in time: a Kafka error.
+    Refused(RpcError),
+    /// This voter does not lead; the leader it knows, if any.
+    NotController(Option<u64>),
+}
+
+impl WriteError {
+    /// The response to a write request whose reply `wrap` builds, when it failed.
+    fn respond<T>(self, wrap: impl FnOnce(Result<T, RpcError>) -> Response) -> Response {
+        match self {
+            WriteError::Refused(e) => wrap(Err(e)),
+            WriteError::NotController(leader) => not_controller(leader),
+        }
+    }
+}
+
+/// The response to a write request: its reply, or why it failed.
+fn respond<T>(
+    result: Result<(T, i64), WriteError>,
+    wrap: impl FnOnce(Result<T, RpcError>) -> Response,
+) -> Response {
+    match result {
+        Ok((reply, _)) => wrap(Ok(reply)),
+        Err(e) => e.respond(wrap),
+    }
+}
+
 impl QuorumController {
     /// Opens the metadata log and starts this voter. A voter whose log is empty proposes
     /// the static voter set (`controller.quorum.voters`); every voter may, with the same
@@ -261,23 +291,23 @@ impl QuorumController {
             &MetadataImage,
             &mut BrokerHeartbeats,
         ) -> Result<(Vec<MetadataRecord>, T), RpcError>,
-    ) -> Result<(T, i64), Response> {
+    ) -> Result<(T, i64), WriteError> {
         // A leader cut off from its majority cannot commit: the change is given up after
         // a bound (its outcome is then unknown, as a Kafka client's timeout is) rather than
         // holding the single writer's lock until the quorum is back.
         let bound =
             Duration::from_millis(COMMIT_TIMEOUT_ELECTIONS * self.config.election_timeout_ms);
         let timed_out = || {
-            Response::Admin(Err(RpcError::new(
+            WriteError::Refused(RpcError::new(
                 codes::REQUEST_TIMED_OUT,
                 format!("the metadata quorum did not commit the change within {bound:?}: it has no majority"),
-            )))
+            ))
         };
         let _writer = self.writer.lock().await;
         match tokio::time::timeout(bound, self.raft.ensure_linearizable()).await {
             Err(_) => return Err(timed_out()),
             Ok(Err(e)) => {
-                return Err(not_controller(
+                return Err(WriteError::NotController(
                     e.forward_to_leader().and_then(|f| f.leader_id),
                 ))
             }
@@ -288,7 +318,7 @@ impl QuorumController {
             let mut hb = self.heartbeats.lock();
             decide(&image, &mut hb)
         }
-        .map_err(|e| Response::Admin(Err(e)))?;
+        .map_err(WriteError::Refused)?;
         let mut offset = image.offset;
         for chunk in records.chunks(MAX_RECORDS_PER_BATCH) {
             match tokio::time::timeout(bound, self.raft.client_write(MetadataBatch(chunk.to_vec())))
@@ -298,11 +328,11 @@ impl QuorumController {
                 Ok(Ok(written)) => offset = written.log_id.index as i64,
                 Ok(Err(e)) => {
                     return Err(match e.forward_to_leader() {
-                        Some(f) => not_controller(f.leader_id),
-                        None => Response::Admin(Err(RpcError::new(
+                        Some(f) => WriteError::NotController(f.leader_id),
+                        None => WriteError::Refused(RpcError::new(
                             codes::UNKNOWN_SERVER_ERROR,
                             e.to_string(),
-                        ))),
+                        )),
                     })
                 }
             }
@@ -391,8 +421,7 @@ impl QuorumController {
                     .await;
                 match result {
                     Ok((_, offset)) => Response::BrokerRegistration(Ok(offset)),
-                    Err(Response::Admin(Err(e))) => Response::BrokerRegistration(Err(e)),
-                    Err(other) => other,
+                    Err(e) => e.respond(Response::BrokerRegistration),
                 }
             }
             Request::BrokerHeartbeat {
@@ -422,14 +451,11 @@ impl QuorumController {
                     Ok((records, reply)) if records.is_empty() => {
                         Response::BrokerHeartbeat(Ok(reply))
                     }
-                    Ok(_) => match self
-                        .write_with(|image, hb| hb.heartbeat(image, &beat, Instant::now()))
-                        .await
-                    {
-                        Ok((reply, _)) => Response::BrokerHeartbeat(Ok(reply)),
-                        Err(Response::Admin(Err(e))) => Response::BrokerHeartbeat(Err(e)),
-                        Err(other) => other,
-                    },
+                    Ok(_) => respond(
+                        self.write_with(|image, hb| hb.heartbeat(image, &beat, Instant::now()))
+                            .await,
+                        Response::BrokerHeartbeat,
+                    ),
                 }
             }
             Request::AllocateProducerIds {
@@ -463,11 +489,7 @@ impl QuorumController {
                         Ok((vec![record], (first, PRODUCER_ID_BLOCK)))
                     })
                     .await;
-                match result {
-                    Ok((block, _)) => Response::AllocateProducerIds(Ok(block)),
-                    Err(Response::Admin(Err(e))) => Response::AllocateProducerIds(Err(e)),
-                    Err(other) => other,
-                }
+                respond(result, Response::AllocateProducerIds)
             }
             Request::Admin { cluster_id, write } => {
                 if let Err(e) = self.check_cluster(&cluster_id) {
@@ -475,7 +497,7 @@ impl QuorumController {
                 }
                 match self.admin(write).await {
                     Ok(result) => Response::Admin(Ok(result)),
-                    Err(response) => response,
+                    Err(e) => e.respond(Response::Admin),
                 }
             }
             other => Response::Admin(Err(RpcError::new(
@@ -485,7 +507,7 @@ impl QuorumController {
         }
     }
 
-    async fn admin(&self, write: AdminWrite) -> Result<(AdminResult, i64), Response> {
+    async fn admin(&self, write: AdminWrite) -> Result<(AdminResult, i64), WriteError> {
         let start = self.placement.fetch_add(1, Ordering::Relaxed);
         match write {
             AdminWrite::CreateTopics {

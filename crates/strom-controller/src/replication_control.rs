@@ -35,6 +35,22 @@ fn usable_brokers(image: &MetadataImage) -> Vec<BrokerId> {
         .collect()
 }
 
+/// The active brokers new partitions of `rf` replicas are placed on, or
+/// INVALID_REPLICATION_FACTOR when there are fewer than `rf`.
+fn brokers_for(image: &MetadataImage, rf: usize) -> Result<Vec<BrokerId>, RpcError> {
+    let brokers = usable_brokers(image);
+    if rf > brokers.len() {
+        return Err(RpcError::new(
+            codes::INVALID_REPLICATION_FACTOR,
+            format!(
+                "Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {} broker(s) are registered.",
+                brokers.len()
+            ),
+        ));
+    }
+    Ok(brokers)
+}
+
 /// Replicas for `count` new partitions, starting at partition `first`: replica j of
 /// partition p on broker `(start + p + j) mod n`, so leaders (replica 0) go round-robin
 /// over the brokers and a partition's replicas are distinct.
@@ -54,8 +70,13 @@ fn place(
         .collect()
 }
 
-/// The brokers a manual assignment may name: every registered broker.
-fn check_assignment(image: &MetadataImage, assignments: &[Vec<BrokerId>]) -> Result<(), RpcError> {
+/// Checks a manual replica assignment (the replicas of each partition, in partition
+/// order) as Kafka's `ReplicationControlManager` does: each list non-empty, of one length,
+/// without duplicates, naming only registered brokers. An empty assignment passes.
+pub fn check_assignment(
+    image: &MetadataImage,
+    assignments: &[Vec<BrokerId>],
+) -> Result<(), RpcError> {
     let invalid = |m: String| RpcError::new(codes::INVALID_REPLICA_ASSIGNMENT, m);
     let rf = assignments.first().map_or(0, Vec::len);
     for replicas in assignments {
@@ -190,16 +211,7 @@ fn create_topic(
             ));
         }
         let rf = topic.replication_factor as usize;
-        let brokers = usable_brokers(image);
-        if rf > brokers.len() {
-            return Err(RpcError::new(
-                codes::INVALID_REPLICATION_FACTOR,
-                format!(
-                    "Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {} broker(s) are registered.",
-                    brokers.len()
-                ),
-            ));
-        }
+        let brokers = brokers_for(image, rf)?;
         check_replication_factor(rf)?;
         place(&brokers, 0, topic.partitions, rf, start)
     } else {
@@ -251,16 +263,7 @@ pub fn create_partitions(
     let adding = count - current;
     let assignments = if assignments.is_empty() {
         let rf = topic.replication_factor().max(1);
-        let brokers = usable_brokers(image);
-        if rf > brokers.len() {
-            return Err(RpcError::new(
-                codes::INVALID_REPLICATION_FACTOR,
-                format!(
-                    "Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {} broker(s) are registered.",
-                    brokers.len()
-                ),
-            ));
-        }
+        let brokers = brokers_for(image, rf)?;
         place(&brokers, current, adding, rf, start)
     } else {
         if assignments.len() as i32 != adding {
@@ -432,23 +435,16 @@ pub fn leader_count(image: &MetadataImage, broker: BrokerId) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use strom_metadata::Endpoint;
 
     fn cluster(brokers: &[i32]) -> MetadataImage {
         let records: Vec<MetadataRecord> = brokers
             .iter()
-            .flat_map(|b| {
-                [MetadataRecord::RegisterBroker {
-                    broker_id: BrokerId(*b),
-                    incarnation_id: Uuid::new_v4(),
-                    endpoints: vec![Endpoint {
-                        listener: "PLAINTEXT".into(),
-                        host: "h".into(),
-                        port: 9092,
-                    }],
-                    rack: None,
-                    fenced: false,
-                }]
+            .map(|b| MetadataRecord::RegisterBroker {
+                broker_id: BrokerId(*b),
+                incarnation_id: Uuid::new_v4(),
+                endpoints: vec![],
+                rack: None,
+                fenced: false,
             })
             .collect();
         MetadataImage::new("c", 1).apply_at(1, &records)

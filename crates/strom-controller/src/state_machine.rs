@@ -140,6 +140,24 @@ impl StateMachine {
     }
 }
 
+impl StateMachine {
+    /// Makes `bytes` (a [`SnapshotFile`]) the current snapshot: written durably as
+    /// `<offset>-<term>.checkpoint`, older ones removed.
+    fn keep_snapshot(&self, meta: &SnapshotMeta, bytes: Vec<u8>) -> std::io::Result<()> {
+        let name = format!(
+            "{:020}-{:010}.checkpoint",
+            meta.last_log_id.map_or(0, |l| l.index),
+            meta.last_log_id.map_or(0, |l| l.leader_id.term)
+        );
+        blocking(|| {
+            write_durably(&self.dir, &name, &bytes)?;
+            remove_older_snapshots(&self.dir, &name)
+        })?;
+        *self.current.write() = Some((meta.clone(), bytes));
+        Ok(())
+    }
+}
+
 fn newest_snapshot(dir: &Path) -> std::io::Result<Option<PathBuf>> {
     let mut newest: Option<(u64, PathBuf)> = None;
     for entry in fs::read_dir(dir)? {
@@ -185,17 +203,8 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
             image,
         };
         let bytes = serde_json::to_vec(&file).map_err(storage_error)?;
-        let name = format!(
-            "{:020}-{:010}.checkpoint",
-            meta.last_log_id.map_or(0, |l| l.index),
-            meta.last_log_id.map_or(0, |l| l.leader_id.term)
-        );
-        blocking(|| {
-            write_durably(&self.dir, &name, &bytes)?;
-            remove_older_snapshots(&self.dir, &name)
-        })
-        .map_err(storage_error)?;
-        *self.current.write() = Some((meta.clone(), bytes.clone()));
+        self.keep_snapshot(&meta, bytes.clone())
+            .map_err(storage_error)?;
         Ok(Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(bytes)),
@@ -271,16 +280,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let bytes = snapshot.into_inner();
         let file: SnapshotFile = serde_json::from_slice(&bytes).map_err(storage_error)?;
         let image = MetadataImage::from_snapshot(&file.image).map_err(storage_error)?;
-        let name = format!(
-            "{:020}-{:010}.checkpoint",
-            meta.last_log_id.map_or(0, |l| l.index),
-            meta.last_log_id.map_or(0, |l| l.leader_id.term)
-        );
-        blocking(|| {
-            write_durably(&self.dir, &name, &bytes)?;
-            remove_older_snapshots(&self.dir, &name)
-        })
-        .map_err(storage_error)?;
+        self.keep_snapshot(meta, bytes).map_err(storage_error)?;
         let offset = {
             let mut applied = self.applied.write();
             applied.image = Arc::new(image);
@@ -289,7 +289,6 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             applied.history.clear();
             applied.image.offset
         };
-        *self.current.write() = Some((meta.clone(), bytes));
         self.notify.send_replace(offset);
         Ok(())
     }

@@ -62,8 +62,7 @@ pub struct PartitionRegistration {
 }
 
 impl PartitionRegistration {
-    /// Replicas that are not in the ISR (Metadata's `offline_replicas` lists those on
-    /// brokers that are gone).
+    /// Whether the partition has a leader (-1 when none can be elected).
     pub fn has_leader(&self) -> bool {
         self.leader != BrokerId::NONE
     }

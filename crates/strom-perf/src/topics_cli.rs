@@ -360,80 +360,85 @@ fn non_default_configs(bootstrap: &str, topic: &str) -> Result<String> {
     Ok(configs.join(","))
 }
 
-fn alter(args: &cli::Parsed, bootstrap: &str) -> Result<String> {
+/// The names of the existing topics `--topic` matches (required), for --alter and
+/// --delete; an empty list when none does and `--if-exists` allows it.
+fn targets(args: &cli::Parsed, bootstrap: &str) -> Result<Vec<TopicName>> {
     required_topic(args)?;
+    let metadata = kafka_rpc::metadata(bootstrap, TIMEOUT)?;
+    let names: Vec<TopicName> = matching(&metadata, args)?
+        .iter()
+        .map(|t| TopicName(StrBytes::from_string(name(t))))
+        .collect();
+    if names.is_empty() && !args.has("if-exists") {
+        return Err(not_found(args));
+    }
+    Ok(names)
+}
+
+/// Fails with the first error a per-topic result carries.
+fn first_error<'a>(
+    mut errors: impl Iterator<Item = (i16, Option<&'a StrBytes>)>,
+    what: &str,
+) -> Result<String> {
+    match errors.find(|(code, _)| *code != 0) {
+        Some((_, message)) => bail!("{}", message.map_or(what, |m| m.as_str())),
+        None => Ok(String::new()),
+    }
+}
+
+fn alter(args: &cli::Parsed, bootstrap: &str) -> Result<String> {
     if args.has("config") {
         bail!("Option \"[config]\" can't be used with option \"[alter]\" (the kafka-configs CLI supports altering topic configs with a --bootstrap-server option)");
     }
     let count = number(args, "partitions")?
         .ok_or_else(|| anyhow!("Missing required argument \"[partitions]\""))?;
-    let metadata = kafka_rpc::metadata(bootstrap, TIMEOUT)?;
-    let topics = matching(&metadata, args)?;
+    let topics = targets(args, bootstrap)?;
     if topics.is_empty() {
-        return if args.has("if-exists") {
-            Ok(String::new())
-        } else {
-            Err(not_found(args))
-        };
+        return Ok(String::new());
     }
     let request = CreatePartitionsRequest::default()
         .with_timeout_ms(30_000)
         .with_topics(
             topics
-                .iter()
-                .map(|t| {
+                .into_iter()
+                .map(|name| {
                     CreatePartitionsTopic::default()
-                        .with_name(TopicName(StrBytes::from_string(name(t))))
+                        .with_name(name)
                         .with_count(count)
                 })
                 .collect(),
         );
     let response: CreatePartitionsResponse =
         kafka_rpc::call(bootstrap, ApiKey::CreatePartitions, 3, &request, TIMEOUT)?;
-    if let Some(failed) = response.results.iter().find(|r| r.error_code != 0) {
-        bail!(
-            "{}",
-            failed
-                .error_message
-                .as_deref()
-                .unwrap_or("CreatePartitions failed")
-        );
-    }
-    Ok(String::new())
+    first_error(
+        response
+            .results
+            .iter()
+            .map(|r| (r.error_code, r.error_message.as_ref())),
+        "CreatePartitions failed",
+    )
 }
 
 fn delete(args: &cli::Parsed, bootstrap: &str) -> Result<String> {
-    required_topic(args)?;
-    let metadata = kafka_rpc::metadata(bootstrap, TIMEOUT)?;
-    let names: Vec<String> = matching(&metadata, args)?.iter().map(|t| name(t)).collect();
-    if names.is_empty() {
-        return if args.has("if-exists") {
-            Ok(String::new())
-        } else {
-            Err(not_found(args))
-        };
+    let topics = targets(args, bootstrap)?;
+    if topics.is_empty() {
+        return Ok(String::new());
     }
     let request = DeleteTopicsRequest::default()
         .with_timeout_ms(30_000)
         .with_topics(
-            names
-                .iter()
-                .map(|n| {
-                    DeleteTopicState::default()
-                        .with_name(Some(TopicName(StrBytes::from_string(n.clone()))))
-                })
+            topics
+                .into_iter()
+                .map(|name| DeleteTopicState::default().with_name(Some(name)))
                 .collect(),
         );
     let response: DeleteTopicsResponse =
         kafka_rpc::call(bootstrap, ApiKey::DeleteTopics, 6, &request, TIMEOUT)?;
-    if let Some(failed) = response.responses.iter().find(|r| r.error_code != 0) {
-        bail!(
-            "{}",
-            failed
-                .error_message
-                .as_deref()
-                .unwrap_or("DeleteTopics failed")
-        );
-    }
-    Ok(String::new())
+    first_error(
+        response
+            .responses
+            .iter()
+            .map(|r| (r.error_code, r.error_message.as_ref())),
+        "DeleteTopics failed",
+    )
 }

@@ -50,8 +50,7 @@ pub async fn handle(ctx: &RequestContext<'_>, req: CreateTopicsRequest) -> Creat
             },
             configs: configs.clone(),
         };
-        let brokers: Vec<i32> = state.metadata.image().brokers.keys().map(|b| b.0).collect();
-        let outcome = match validate_assignments(&t, &brokers) {
+        let outcome = match validate_assignments(&t) {
             Err(e) => Err(e),
             Ok(()) => {
                 admin::create_topic(
@@ -91,11 +90,10 @@ pub async fn handle(ctx: &RequestContext<'_>, req: CreateTopicsRequest) -> Creat
     CreateTopicsResponse::default().with_topics(results)
 }
 
-/// Checks a manual replica assignment as Kafka's `ReplicationControlManager` does:
-/// not together with a partition count or replication factor, partitions numbered
-/// 0, 1, 2, …, and each replica list non-empty, of one length, without duplicates and
-/// naming only registered brokers.
-fn validate_assignments(topic: &CreatableTopic, brokers: &[i32]) -> Result<(), ApiError> {
+/// Checks the shape of a manual replica assignment as Kafka does: not together with a
+/// partition count or replication factor, and partitions numbered 0, 1, 2, …. The replica
+/// lists themselves are checked where the topic is placed (`admin::create_topic`).
+fn validate_assignments(topic: &CreatableTopic) -> Result<(), ApiError> {
     if topic.assignments.is_empty() {
         return Ok(());
     }
@@ -105,7 +103,6 @@ fn validate_assignments(topic: &CreatableTopic, brokers: &[i32]) -> Result<(), A
             "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.",
         ));
     }
-    let invalid = |m: String| ApiError::new(ResponseError::InvalidReplicaAssignment, m);
     let mut indexes: Vec<i32> = topic
         .assignments
         .iter()
@@ -113,38 +110,10 @@ fn validate_assignments(topic: &CreatableTopic, brokers: &[i32]) -> Result<(), A
         .collect();
     indexes.sort_unstable();
     if indexes.iter().enumerate().any(|(i, &p)| p != i as i32) {
-        return Err(invalid(
-            "Partitions should be a consecutive 0-based integer sequence".to_string(),
+        return Err(ApiError::new(
+            ResponseError::InvalidReplicaAssignment,
+            "Partitions should be a consecutive 0-based integer sequence",
         ));
-    }
-    let replication_factor = topic.assignments[0].broker_ids.len();
-    for assignment in &topic.assignments {
-        let replicas = &assignment.broker_ids;
-        if replicas.is_empty() {
-            return Err(invalid(
-                "The manual partition assignment includes an empty replica list.".to_string(),
-            ));
-        }
-        if replicas.len() != replication_factor {
-            return Err(invalid(format!(
-                "The manual partition assignment includes a partition with {} replica(s), but this is not consistent with previous partitions, which have {replication_factor} replica(s).",
-                replicas.len()
-            )));
-        }
-        for (i, broker) in replicas.iter().enumerate() {
-            if replicas[..i].contains(broker) {
-                return Err(invalid(format!(
-                    "The manual partition assignment includes the broker {} more than once.",
-                    broker.0
-                )));
-            }
-            if !brokers.contains(&broker.0) {
-                return Err(invalid(format!(
-                    "The manual partition assignment includes broker {}, but no broker with that ID is registered.",
-                    broker.0
-                )));
-            }
-        }
     }
     Ok(())
 }
