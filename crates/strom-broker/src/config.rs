@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use strom_log::LogConfig;
 
 use crate::kraft_config::{self, KraftConfig};
+use crate::replication_config::{self, ReplicationConfig};
 use thiserror::Error;
 
 /// A configuration problem, naming the key.
@@ -31,7 +32,6 @@ pub enum ConfigError {
 const ACCEPTED_WITHOUT_EFFECT: &[&str] = &[
     "num.network.threads",
     "num.io.threads",
-    "num.replica.fetchers",
     "socket.send.buffer.bytes",
     "socket.receive.buffer.bytes",
     "offsets.topic.replication.factor",
@@ -127,6 +127,8 @@ pub struct BrokerConfig {
     pub offsets_retention_check_interval_ms: u64,
     /// `process.roles`, the quorum, named listeners and the KRaft timeouts.
     pub kraft: KraftConfig,
+    /// The `replica.*` keys: follower fetching, ISR lag, high-watermark checkpoints.
+    pub replication: ReplicationConfig,
     /// Every key as given, for DescribeConfigs on the broker resource.
     pub given: BTreeMap<String, String>,
 }
@@ -207,6 +209,7 @@ impl BrokerConfig {
             offsets_retention_check_interval_ms: 600_000,
             given: props.clone(),
             kraft: KraftConfig::from_properties(&BTreeMap::new(), 1)?,
+            replication: ReplicationConfig::default(),
         };
         let mut roll_hours = None;
         let mut retention = (None, None, None);
@@ -218,6 +221,7 @@ impl BrokerConfig {
             match k {
                 "node.id" | "broker.id" => c.node_id = at_least(k, parse_num(k, v)?, 0)?,
                 _ if kraft_config::KEYS.contains(&k) => {}
+                _ if replication_config::KEYS.contains(&k) => {}
                 "log.dirs" | "log.dir" => {
                     if k == "log.dir" && props.contains_key("log.dirs") {
                         continue;
@@ -348,6 +352,7 @@ impl BrokerConfig {
             });
         }
         c.kraft = KraftConfig::from_properties(props, c.node_id)?;
+        c.replication = ReplicationConfig::from_properties(props)?;
         if let Some(client) = c.kraft.client_listener().cloned() {
             c.advertised_listener = c.kraft.advertised(&client.name).cloned();
             c.listener = client.listener;

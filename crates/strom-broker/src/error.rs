@@ -83,6 +83,8 @@ impl From<LogError> for ApiError {
             LogError::ProducerState(ProducerStateError::InvalidProducerEpoch { .. }) => {
                 ResponseError::InvalidProducerEpoch
             }
+            // Only a follower's append of what its leader sent can fail so; no client sees it.
+            LogError::UnexpectedAppendOffset { .. } => ResponseError::UnknownServerError,
             LogError::Io(_) | LogError::CorruptFile { .. } | LogError::Offline { .. } => {
                 ResponseError::KafkaStorageError
             }

@@ -25,6 +25,8 @@ pub mod producer_id_manager;
 pub mod properties;
 pub mod quorum_channel;
 pub mod replica_manager;
+pub mod replication;
+pub mod replication_config;
 pub mod server;
 pub mod standalone_controller;
 pub mod state;

@@ -1,17 +1,47 @@
-//! A partition hosted by this broker: its log behind a lock, and the fetch requests
-//! waiting for it to grow. A partition whose log could not be opened (a corrupt or
+//! A partition hosted by this broker: its log behind a lock, its replication state, and
+//! the requests waiting for it — fetches for it to grow, acks=all produces for its high
+//! watermark to pass their records (Kafka's produce purgatory, woken by high-watermark
+//! moves, never polled). A partition whose log could not be opened (a corrupt or
 //! unreadable file) is offline: every request for it gets KAFKA_STORAGE_ERROR while the
 //! broker's other partitions serve.
+//!
+//! Locks are taken log first, then replication state, never the other way round, so an
+//! append and a change of leadership are ordered.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use bytes::Bytes;
+use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
-use strom_log::{AppendInfo, LogError, PartitionLog};
+pub use strom_log::AppendInfo;
+use strom_log::{LogError, PartitionLog};
+use strom_metadata::BrokerId;
 use strom_wire::records::first_record_at_or_after;
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
+
+use crate::replication::partition_state::{Registration, ReplicaState, Role};
+use crate::ApiError;
+
+/// What an acks=all produce waits on: the high watermark and whether this broker still
+/// leads the partition in the epoch it appended in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommitState {
+    pub high_watermark: i64,
+    /// The leader epoch while this broker leads, else -1.
+    pub leader_epoch: i32,
+    pub isr_len: usize,
+}
+
+/// An ISR change the leader wants to propose (AlterPartition).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IsrProposal {
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub new_isr: Vec<BrokerId>,
+}
 
 /// One topic partition and its log.
 #[derive(Debug)]
@@ -21,21 +51,38 @@ pub struct Partition {
     dir: PathBuf,
     /// The log, or why it is offline.
     log: Result<Mutex<PartitionLog>, String>,
-    /// Long-polling fetches to wake on the next append. Weak, so a fetch that finished
-    /// without being woken costs nothing once it is gone; dead entries are pruned on
-    /// every registration, so the list is bounded by the fetches in flight.
+    /// Leader or follower, epochs, ISR and followers' positions.
+    replica: Mutex<ReplicaState>,
+    /// The offset below which records are committed: consumers read up to it.
+    high_watermark: AtomicI64,
+    commits: watch::Sender<CommitState>,
+    /// Long-polling fetches to wake on the next append or high-watermark move. Weak, so
+    /// a fetch that finished without being woken costs nothing once it is gone; dead
+    /// entries are pruned on every registration, so the list is bounded by the fetches
+    /// in flight.
     waiters: Mutex<Vec<Weak<Notify>>>,
     /// Set when the topic is deleted, so fetches parked on it answer at once.
     deleted: AtomicBool,
 }
 
 impl Partition {
+    /// A partition with `log`, led by this broker alone until the metadata says
+    /// otherwise (a standalone node's partitions stay so).
     pub fn new(topic: &str, index: i32, log: PartitionLog) -> Self {
+        let end = log.log_end_offset();
+        let state = ReplicaState::standalone();
         Self {
             topic: topic.to_string(),
             index,
             dir: log.dir().to_path_buf(),
             log: Ok(Mutex::new(log)),
+            commits: watch::Sender::new(CommitState {
+                high_watermark: end,
+                leader_epoch: state.leader_epoch,
+                isr_len: state.isr.len(),
+            }),
+            replica: Mutex::new(state),
+            high_watermark: AtomicI64::new(end),
             waiters: Mutex::new(Vec::new()),
             deleted: AtomicBool::new(false),
         }
@@ -48,6 +95,13 @@ impl Partition {
             index,
             dir: dir.to_path_buf(),
             log: Err(reason),
+            replica: Mutex::new(ReplicaState::standalone()),
+            high_watermark: AtomicI64::new(-1),
+            commits: watch::Sender::new(CommitState {
+                high_watermark: -1,
+                leader_epoch: -1,
+                isr_len: 0,
+            }),
             waiters: Mutex::new(Vec::new()),
             deleted: AtomicBool::new(false),
         }
@@ -63,13 +117,400 @@ impl Partition {
         &self.dir
     }
 
-    /// Appends a producer's record set and wakes waiting fetches.
-    pub fn append(&self, records: &[u8]) -> Result<AppendInfo, LogError> {
-        let info = self.try_with_log(|log| log.append(records, crate::now_ms()))?;
+    /// Appends a producer's record set as the leader and wakes waiting fetches. With
+    /// acks=all (`required_acks` -1) an ISR smaller than `min.insync.replicas` refuses the
+    /// append with NOT_ENOUGH_REPLICAS. Returns the append and the leader epoch it was
+    /// made in, for [`Self::wait_for_commit`].
+    pub fn append_as_leader(
+        &self,
+        records: &[u8],
+        required_acks: i16,
+    ) -> Result<(AppendInfo, i32), ApiError> {
+        let (info, epoch) = self.try_with_log(|log| {
+            let (epoch, isr_len) = {
+                let replica = self.replica.lock();
+                if !replica.is_leader() {
+                    return Ok(Err(self.not_leader()));
+                }
+                (replica.leader_epoch, replica.isr.len())
+            };
+            let min_insync = log.config().min_insync_replicas;
+            if required_acks == -1 && isr_len < min_insync {
+                return Ok(Err(ApiError::new(
+                    ResponseError::NotEnoughReplicas,
+                    format!(
+                        "The size of the current ISR {isr_len} is insufficient to satisfy the min.isr requirement of {min_insync} for partition {}-{}",
+                        self.topic, self.index
+                    ),
+                )));
+            }
+            let info = log.append(records, crate::now_ms())?;
+            self.maybe_advance_high_watermark(log.log_end_offset(), min_insync);
+            Ok(Ok((info, epoch)))
+        })??;
+        if info.record_count > 0 {
+            self.wake_waiters();
+        }
+        Ok((info, epoch))
+    }
+
+    /// The purgatory of an acks=all produce: waits until the high watermark passes
+    /// `last_offset`, answering NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below
+    /// `min.insync.replicas` meanwhile, NOT_LEADER_OR_FOLLOWER if this broker stopped
+    /// leading in `epoch`, and REQUEST_TIMED_OUT after `timeout`.
+    pub async fn wait_for_commit(
+        &self,
+        last_offset: i64,
+        epoch: i32,
+        timeout: Duration,
+    ) -> Result<(), ApiError> {
+        let min_insync = self
+            .with_log(|log| log.config().min_insync_replicas)
+            .map_err(ApiError::from)?;
+        let mut commits = self.commits.subscribe();
+        let done = |c: &CommitState| {
+            c.leader_epoch != epoch || c.high_watermark > last_offset || c.isr_len < min_insync
+        };
+        let state = match tokio::time::timeout(timeout, commits.wait_for(done)).await {
+            Ok(Ok(state)) => *state,
+            Ok(Err(_)) => return Err(self.not_leader()),
+            Err(_) => {
+                return Err(ApiError::new(
+                    ResponseError::RequestTimedOut,
+                    format!(
+                        "The ISR of {}-{} did not replicate offset {last_offset} within {} ms",
+                        self.topic,
+                        self.index,
+                        timeout.as_millis()
+                    ),
+                ))
+            }
+        };
+        if state.leader_epoch != epoch {
+            Err(self.not_leader())
+        } else if state.high_watermark > last_offset {
+            Ok(())
+        } else {
+            Err(ApiError::new(
+                ResponseError::NotEnoughReplicasAfterAppend,
+                format!(
+                    "The ISR of {}-{} shrank to {} below min.insync.replicas {min_insync} after the append",
+                    self.topic, self.index, state.isr_len
+                ),
+            ))
+        }
+    }
+
+    fn not_leader(&self) -> ApiError {
+        ApiError::new(
+            ResponseError::NotLeaderOrFollower,
+            format!(
+                "This broker is not the leader of {}-{}.",
+                self.topic, self.index
+            ),
+        )
+    }
+
+    /// Moves the high watermark to what the ISR's log ends allow, never backwards, and
+    /// wakes what waits on it.
+    fn maybe_advance_high_watermark(&self, log_end_offset: i64, min_insync: usize) {
+        let replica = self.replica.lock();
+        if !replica.is_leader() {
+            return;
+        }
+        let Some(candidate) = replica.high_watermark_candidate(log_end_offset, min_insync) else {
+            return;
+        };
+        let current = self.high_watermark.load(Ordering::Acquire);
+        if candidate > current {
+            assert!(
+                candidate <= log_end_offset,
+                "the high watermark {candidate} never passes the log end {log_end_offset}"
+            );
+            self.high_watermark.store(candidate, Ordering::Release);
+            self.publish_commit_state(&replica);
+            drop(replica);
+            self.wake_waiters();
+        }
+    }
+
+    fn publish_commit_state(&self, replica: &ReplicaState) {
+        let state = CommitState {
+            high_watermark: self.high_watermark.load(Ordering::Acquire),
+            leader_epoch: if replica.is_leader() {
+                replica.leader_epoch
+            } else {
+                -1
+            },
+            isr_len: replica.isr.len(),
+        };
+        self.commits.send_if_modified(|c| {
+            let changed = *c != state;
+            *c = state;
+            changed
+        });
+    }
+
+    /// Leads the partition in `registration`'s epoch (a new epoch starts at the log end;
+    /// the high watermark stays where it was until the ISR's followers have fetched).
+    ///
+    /// `initial_high_watermark` is the checkpointed one, used when the partition is first
+    /// assigned in this process (clamped to the log).
+    pub fn become_leader(
+        &self,
+        local: BrokerId,
+        registration: Registration,
+        initial_high_watermark: i64,
+    ) -> Result<(), LogError> {
+        self.try_with_log(|log| {
+            let mut replica = self.replica.lock();
+            if replica.local != local {
+                self.init_high_watermark(log, initial_high_watermark);
+            }
+            let new_epoch = replica.local != local
+                || !replica.is_leader()
+                || replica.leader_epoch != registration.leader_epoch;
+            if !new_epoch {
+                if registration.partition_epoch > replica.partition_epoch {
+                    replica.apply_registration(registration);
+                }
+            } else {
+                log.become_leader(registration.leader_epoch)?;
+                replica.local = local;
+                replica.become_leader(registration, log.log_end_offset(), crate::now_ms());
+            }
+            self.publish_commit_state(&replica);
+            Ok(())
+        })?;
+        let (log_end, min_insync) =
+            self.with_log(|log| (log.log_end_offset(), log.config().min_insync_replicas))?;
+        self.maybe_advance_high_watermark(log_end, min_insync);
+        Ok(())
+    }
+
+    /// Follows `leader` in `registration`'s epoch. Returns whether the leader or epoch
+    /// changed (the fetcher must then restart from this log's end).
+    pub fn become_follower(
+        &self,
+        local: BrokerId,
+        leader: BrokerId,
+        registration: Registration,
+        initial_high_watermark: i64,
+    ) -> bool {
+        let log = self.log.as_ref().map(|l| l.lock());
+        let mut replica = self.replica.lock();
+        if let (true, Ok(log)) = (replica.local != local, &log) {
+            self.init_high_watermark(log, initial_high_watermark);
+        }
+        let changed = replica.local != local
+            || replica.role != (Role::Follower { leader })
+            || replica.leader_epoch != registration.leader_epoch;
+        if changed {
+            replica.local = local;
+            replica.become_follower(leader, registration);
+        } else if registration.partition_epoch > replica.partition_epoch {
+            replica.apply_registration(registration);
+        }
+        self.publish_commit_state(&replica);
+        drop(replica);
+        if changed {
+            self.wake_waiters();
+        }
+        changed
+    }
+
+    /// A cluster broker's partition starts from its checkpointed high watermark, not from
+    /// its log end: records past it may not be on the other ISR members, and must not be
+    /// shown to consumers until they are.
+    fn init_high_watermark(&self, log: &PartitionLog, checkpointed: i64) {
+        let hw = checkpointed
+            .max(log.log_start_offset())
+            .min(log.log_end_offset());
+        self.high_watermark.store(hw, Ordering::Release);
+    }
+
+    /// Whether this broker leads the partition.
+    pub fn is_leader(&self) -> bool {
+        self.replica.lock().is_leader()
+    }
+
+    /// A copy of the replication state.
+    pub fn replica_state(&self) -> ReplicaState {
+        self.replica.lock().clone()
+    }
+
+    /// Checks a request's `current_leader_epoch` (-1: not given) against this leader's:
+    /// an older one is FENCED_LEADER_EPOCH (the client's metadata is stale), a newer one
+    /// UNKNOWN_LEADER_EPOCH (this broker's is).
+    pub fn check_leader_epoch(&self, current_leader_epoch: i32) -> Result<(), ApiError> {
+        let epoch = self.replica.lock().leader_epoch;
+        if current_leader_epoch == -1 || current_leader_epoch == epoch {
+            Ok(())
+        } else if current_leader_epoch < epoch {
+            Err(ApiError::new(
+                ResponseError::FencedLeaderEpoch,
+                format!(
+                    "The leader epoch {current_leader_epoch} of the request is older than the current {epoch} of {}-{}",
+                    self.topic, self.index
+                ),
+            ))
+        } else {
+            Err(ApiError::new(
+                ResponseError::UnknownLeaderEpoch,
+                format!(
+                    "The leader epoch {current_leader_epoch} of the request is newer than the current {epoch} of {}-{}",
+                    self.topic, self.index
+                ),
+            ))
+        }
+    }
+
+    /// Records a follower's fetch from `fetch_offset` (the follower's log end) and moves
+    /// the high watermark. Returns an ISR expansion to propose if the follower now
+    /// qualifies, or NOT_LEADER_OR_FOLLOWER for a broker that is not a replica.
+    pub fn record_follower_fetch(
+        &self,
+        follower: BrokerId,
+        fetch_offset: i64,
+    ) -> Result<Option<IsrProposal>, ApiError> {
+        let (log_end, min_insync) = self
+            .with_log(|log| (log.log_end_offset(), log.config().min_insync_replicas))
+            .map_err(ApiError::from)?;
+        {
+            let mut replica = self.replica.lock();
+            if !replica.is_leader() {
+                return Err(self.not_leader());
+            }
+            if !replica.update_follower(
+                follower,
+                fetch_offset.min(log_end),
+                log_end,
+                crate::now_ms(),
+            ) {
+                return Err(ApiError::new(
+                    ResponseError::NotLeaderOrFollower,
+                    format!(
+                        "Broker {} is not a replica of {}-{}",
+                        follower.0, self.topic, self.index
+                    ),
+                ));
+            }
+        }
+        self.maybe_advance_high_watermark(log_end, min_insync);
+        let mut replica = self.replica.lock();
+        let hw = self.high_watermark.load(Ordering::Acquire);
+        Ok(replica.expanded_isr(follower, hw).map(|new_isr| {
+            replica.pending_isr = Some(new_isr.clone());
+            IsrProposal {
+                leader_epoch: replica.leader_epoch,
+                partition_epoch: replica.partition_epoch,
+                new_isr,
+            }
+        }))
+    }
+
+    /// An ISR shrink to propose if followers have lagged for `lag_time_max_ms`.
+    pub fn maybe_shrink_isr(&self, lag_time_max_ms: i64) -> Option<IsrProposal> {
+        let mut replica = self.replica.lock();
+        let new_isr = replica.shrunk_isr(crate::now_ms(), lag_time_max_ms)?;
+        replica.pending_isr = Some(new_isr.clone());
+        Some(IsrProposal {
+            leader_epoch: replica.leader_epoch,
+            partition_epoch: replica.partition_epoch,
+            new_isr,
+        })
+    }
+
+    /// The controller's answer to this partition's AlterPartition: the accepted ISR with
+    /// its leader and partition epochs, or `None` when it was refused (the change is
+    /// dropped and may be proposed again).
+    pub fn isr_change_settled(&self, accepted: Option<(i32, i32, Vec<BrokerId>)>) {
+        let log = self.with_log(|log| (log.log_end_offset(), log.config().min_insync_replicas));
+        {
+            let mut replica = self.replica.lock();
+            match accepted {
+                Some((leader_epoch, partition_epoch, isr))
+                    if replica.is_leader()
+                        && leader_epoch == replica.leader_epoch
+                        && partition_epoch > replica.partition_epoch =>
+                {
+                    let registration = Registration {
+                        leader_epoch,
+                        partition_epoch,
+                        replicas: replica.replicas.clone(),
+                        isr,
+                    };
+                    replica.apply_registration(registration)
+                }
+                _ => replica.pending_isr = None,
+            }
+            self.publish_commit_state(&replica);
+        }
+        if let Ok((end, min_insync)) = log {
+            self.maybe_advance_high_watermark(end, min_insync);
+        }
+    }
+
+    /// Appends batches fetched from the leader (offsets as the leader assigned them) and
+    /// takes the leader's high watermark, capped at this log's end.
+    pub fn append_as_follower(
+        &self,
+        records: &[u8],
+        leader_high_watermark: i64,
+    ) -> Result<AppendInfo, LogError> {
+        let info = self.try_with_log(|log| {
+            let info = log.append_as_follower(records, crate::now_ms())?;
+            self.set_follower_high_watermark(leader_high_watermark, log.log_end_offset());
+            Ok(info)
+        })?;
         if info.record_count > 0 {
             self.wake_waiters();
         }
         Ok(info)
+    }
+
+    fn set_follower_high_watermark(&self, leader_high_watermark: i64, log_end_offset: i64) {
+        let hw = leader_high_watermark.min(log_end_offset);
+        if self.high_watermark.swap(hw, Ordering::AcqRel) != hw {
+            self.publish_commit_state(&self.replica.lock());
+        }
+    }
+
+    /// Cuts this replica's log back to `offset` (a follower whose log diverged from its
+    /// leader's), keeping the high watermark within the log.
+    pub fn truncate_to(&self, offset: i64) -> Result<(), LogError> {
+        self.try_with_log(|log| {
+            log.truncate_to(offset)?;
+            let end = log.log_end_offset();
+            if self.high_watermark.load(Ordering::Acquire) > end {
+                tracing::warn!(partition = %format!("{}-{}", self.topic, self.index), end, "truncated below the high watermark");
+                self.set_follower_high_watermark(end, end);
+            }
+            Ok(())
+        })
+    }
+
+    /// Empties this replica's log and restarts it at `offset` (a follower whose log end
+    /// is below the leader's log start).
+    pub fn truncate_fully_and_start_at(&self, offset: i64) -> Result<(), LogError> {
+        self.try_with_log(|log| {
+            log.truncate_fully_and_start_at(offset)?;
+            self.high_watermark.store(offset, Ordering::Release);
+            self.publish_commit_state(&self.replica.lock());
+            Ok(())
+        })
+    }
+
+    /// What a follower's next fetch of this partition sends: its log end, the epoch of
+    /// its last batch (-1: none) and its log start.
+    pub fn follower_fetch_position(&self) -> Result<(i64, i32, i64), LogError> {
+        self.with_log(|log| {
+            (
+                log.log_end_offset(),
+                log.latest_epoch().unwrap_or(-1),
+                log.log_start_offset(),
+            )
+        })
     }
 
     /// Marks the partition as deleted and wakes the fetches waiting on it, which then
@@ -90,8 +531,8 @@ impl Partition {
         }
     }
 
-    /// Registers `waiter` to be notified at the next append. `Notify` keeps a permit, so
-    /// an append between this call and the wait is not missed.
+    /// Registers `waiter` to be notified at the next append or high-watermark move.
+    /// `Notify` keeps a permit, so one between this call and the wait is not missed.
     pub fn register_waiter(&self, waiter: &Arc<Notify>) {
         let mut waiters = self.waiters.lock();
         waiters.retain(|w| w.strong_count() > 0);
@@ -117,34 +558,58 @@ impl Partition {
         self.with_log(f)?
     }
 
-    /// The high watermark (-1 while offline). With one replica every appended record is
-    /// committed, so it is the log end offset.
+    /// The high watermark (-1 while offline): records below it are on every ISR member.
     pub fn high_watermark(&self) -> i64 {
-        self.with_log(|log| log.log_end_offset()).unwrap_or(-1)
+        self.high_watermark.load(Ordering::Acquire)
     }
 
-    /// The leader epoch. A single replica is leader from the start and never changes,
-    /// so it is epoch 0 for as long as replication does not exist.
+    /// The current leader epoch.
     pub fn leader_epoch(&self) -> i32 {
-        0
+        self.replica.lock().leader_epoch
     }
 
-    /// Whole batches from `offset` for a consumer: at most `max_bytes` unless the first
-    /// batch alone is larger and `min_one_batch` (KIP-74), up to the high watermark, with
-    /// the partition's offsets as the Fetch response reports them (also beside an error,
-    /// such as an offset out of range; -1 while offline).
-    pub fn read(&self, offset: i64, max_bytes: usize, min_one_batch: bool) -> PartitionRead {
-        let read = self.with_log(|log| PartitionRead {
-            records: log
-                .read(offset, max_bytes, min_one_batch)
-                .map(|fetched| fetched.records),
-            high_watermark: log.log_end_offset(),
-            log_start_offset: log.log_start_offset(),
+    /// Whole batches from `offset` for a consumer (up to the high watermark) or, with
+    /// `follower`, for a follower (up to the log end): at most `max_bytes` unless the
+    /// first batch alone is larger and `min_one_batch` (KIP-74), with the partition's
+    /// offsets as the Fetch response reports them (also beside an error, such as an offset
+    /// out of range; -1 while offline).
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+        follower: bool,
+    ) -> PartitionRead {
+        let high_watermark = self.high_watermark();
+        let read = self.with_log(|log| {
+            let upper = if follower {
+                log.log_end_offset()
+            } else {
+                high_watermark
+            };
+            PartitionRead {
+                records: log
+                    .read_up_to(offset, max_bytes, min_one_batch, upper)
+                    .map(|fetched| fetched.records),
+                high_watermark,
+                log_start_offset: log.log_start_offset(),
+            }
         });
         read.unwrap_or_else(|offline| PartitionRead {
             records: Err(offline),
             high_watermark: -1,
             log_start_offset: -1,
+        })
+    }
+
+    /// OffsetForLeaderEpoch: the (epoch, end offset) of the largest epoch at most
+    /// `epoch`, or (-1, -1) before the first.
+    /// A log without leader epochs (a standalone node's, always led in epoch 0) answers
+    /// with its one epoch.
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> Result<(i32, i64), LogError> {
+        self.with_log(|log| match log.latest_epoch() {
+            None if epoch >= 0 => (log.leader_epoch(), log.log_end_offset()),
+            _ => log.end_offset_for_epoch(epoch),
         })
     }
 
@@ -155,7 +620,7 @@ impl Partition {
     pub fn fetch_offset_for_timestamp(&self, timestamp: i64) -> Result<(i64, i64), LogError> {
         self.try_with_log(|log| {
             Ok(match timestamp {
-                LATEST => (log.log_end_offset(), -1),
+                LATEST => (self.high_watermark(), -1),
                 EARLIEST | EARLIEST_LOCAL => (log.log_start_offset(), -1),
                 MAX_TIMESTAMP => match log.max_timestamp()? {
                     Some((header, bytes)) => first_record_at_or_after(&bytes, header.max_timestamp)
@@ -178,22 +643,12 @@ impl Partition {
     pub fn delete_records_before(&self, offset: i64, now_ms: i64) -> Result<i64, LogError> {
         self.try_with_log(|log| {
             let offset = if offset == -1 {
-                log.log_end_offset()
+                self.high_watermark()
             } else {
                 offset
             };
             log.delete_records_before(offset, now_ms)
         })
-    }
-
-    /// OffsetForLeaderEpoch: the (epoch, end offset) of the largest epoch at most
-    /// `epoch`, or (-1, -1) before the first. With one epoch, every record is in it.
-    pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
-        if epoch < 0 {
-            (-1, -1)
-        } else {
-            (self.leader_epoch(), self.high_watermark())
-        }
     }
 }
 

@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
 use kafka_protocol::ResponseError;
-use strom_controller::rpc::{AdminResult, AdminWrite, Request, Response, RpcError};
+use strom_controller::rpc::{
+    AdminResult, AdminWrite, IsrChange, IsrChangeResult, Request, Response, RpcError,
+};
 use strom_controller::ControllerClient;
 use strom_metadata::BrokerId;
 
@@ -125,5 +127,34 @@ impl QuorumChannel {
         let id = block.0;
         block.0 += 1;
         Ok(id)
+    }
+
+    /// AlterPartition: this leader's proposed ISRs, answered per partition.
+    pub async fn alter_partition(
+        &self,
+        partitions: Vec<IsrChange>,
+    ) -> Result<Vec<IsrChangeResult>, ApiError> {
+        let epoch = self.epoch.load(Ordering::Acquire);
+        let response = self
+            .client
+            .call(
+                || Request::AlterPartition {
+                    cluster_id: self.cluster_id.clone(),
+                    broker_id: BrokerId(self.node_id),
+                    broker_epoch: epoch,
+                    partitions: partitions.clone(),
+                },
+                PER_TRY,
+                PER_TRY,
+            )
+            .await
+            .map_err(Self::unavailable)?;
+        match response {
+            Response::AlterPartition(Ok((results, _))) => Ok(results),
+            Response::AlterPartition(Err(e)) => Err(api_error(e)),
+            other => Err(Self::unavailable(format!(
+                "unexpected controller response {other:?}"
+            ))),
+        }
     }
 }

@@ -1,9 +1,10 @@
 //! The one lookup handlers use to reach a partition's data, as Kafka's `ReplicaManager`:
 //! it decides whether this broker can serve the partition — the metadata image must name
-//! it the leader and it must host the log — answering NOT_LEADER_OR_FOLLOWER otherwise,
-//! so no handler touches a log or decides leadership itself. On a cluster broker it also
-//! applies each new metadata image to the logs: partitions assigned to this broker are
-//! created, deleted topics removed.
+//! it the leader, it must host the log and have taken up the leadership — answering
+//! NOT_LEADER_OR_FOLLOWER otherwise, so no handler touches a log or decides leadership
+//! itself. On a cluster broker it also applies each new metadata image to the logs:
+//! partitions assigned to this broker are created and become leaders or followers (the
+//! fetchers then follow exactly the followed ones), deleted topics are removed.
 
 use std::sync::Arc;
 
@@ -12,6 +13,7 @@ use strom_metadata::{BrokerId, MetadataImage, TopicImage};
 use uuid::Uuid;
 
 use crate::partition::Partition;
+use crate::replication::partition_state::Registration;
 use crate::{ApiError, BrokerState};
 
 fn not_leader(topic: &str, index: i32, leader: BrokerId) -> ApiError {
@@ -44,6 +46,7 @@ fn served(state: &BrokerState, topic: &TopicImage, index: i32) -> Result<Arc<Par
     state
         .logs
         .partition(&topic.name, index)
+        .filter(|p| p.is_leader())
         .ok_or_else(|| not_leader(&topic.name, index, registration.leader))
 }
 
@@ -96,15 +99,19 @@ pub fn leader_by_id(
 }
 
 /// Makes the logs match `image` on a cluster broker: hosts every partition whose replicas
-/// name this broker, and — once the image is complete (`caught_up`: a restarted broker
-/// that has replayed only part of the metadata log must not take a topic created later
-/// for a deleted one) — removes local topics the image no longer has.
+/// name this broker, makes it the leader or a follower as the image says, points the
+/// fetchers at the followed partitions' leaders, and — once the image is complete
+/// (`caught_up`: a restarted broker that has replayed only part of the metadata log must
+/// not take a topic created later for a deleted one) — removes local topics the image
+/// no longer has.
 pub fn apply_image(
-    state: &BrokerState,
+    state: &Arc<BrokerState>,
     image: &MetadataImage,
     caught_up: bool,
 ) -> Result<(), String> {
     let me = BrokerId(state.node_id());
+    let mut followed = Vec::new();
+    let mut failed = Vec::new();
     for topic in image.topics() {
         let indexes: Vec<i32> = topic
             .partitions
@@ -125,7 +132,36 @@ pub fn apply_image(
                 &indexes,
             )
             .map_err(|e| format!("{}: {e}", topic.name))?;
+        for index in indexes {
+            let Some(partition) = state.logs.partition(&topic.name, index) else {
+                continue;
+            };
+            if partition.offline_reason().is_some() {
+                continue;
+            }
+            let p = &topic.partitions[index as usize];
+            let registration = Registration {
+                leader_epoch: p.leader_epoch.0,
+                partition_epoch: p.partition_epoch.0,
+                replicas: p.replicas.clone(),
+                isr: p.isr.clone(),
+            };
+            let initial_hw = state
+                .replication
+                .take_initial_high_watermark(&topic.name, index);
+            if p.leader == me {
+                if let Err(e) = partition.become_leader(me, registration, initial_hw) {
+                    failed.push(format!("{}-{index}: {e}", topic.name));
+                }
+            } else {
+                partition.become_follower(me, p.leader, registration, initial_hw);
+                if p.has_leader() {
+                    followed.push((p.leader, partition));
+                }
+            }
+        }
     }
+    state.replication.fetchers.follow(state, followed);
     if caught_up {
         for local in state.logs.topics() {
             if image.topic_by_id(local.id).is_none() {
@@ -135,5 +171,9 @@ pub fn apply_image(
             }
         }
     }
-    Ok(())
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("could not become leader of {}", failed.join(", ")))
+    }
 }

@@ -23,6 +23,9 @@ use crate::memory::{MemoryTrimmer, TRIM_CHECK_INTERVAL_MS};
 use crate::metadata_cache::MetadataCache;
 use crate::producer_id_manager::ProducerIdManager;
 use crate::quorum_channel::QuorumChannel;
+use crate::replication::alter_partition::{self, AlterPartitionSender};
+use crate::replication::high_watermark_checkpoint::{self, HighWatermarks};
+use crate::replication::Replication;
 use crate::standalone_controller;
 use crate::{broker_lifecycle, metadata_loader};
 use crate::{connection, now_ms, BrokerConfig, BrokerError, BrokerState};
@@ -158,7 +161,16 @@ impl Broker {
             endpoints,
             rack: None,
         };
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let (isr_changes, isr_proposals) = AlterPartitionSender::channel();
+        let checkpointed: HighWatermarks = self
+            .config
+            .log_dirs
+            .iter()
+            .flat_map(|d| high_watermark_checkpoint::read(d))
+            .collect();
         let state = Arc::new(BrokerState {
+            replication: Replication::new(isr_changes.clone(), checkpointed, shutdown_rx.clone()),
             advertised,
             config: self.config,
             metadata,
@@ -168,7 +180,11 @@ impl Broker {
             memory: MemoryTrimmer::default(),
             quorum: quorum.clone(),
         });
-        let (shutdown, shutdown_rx) = watch::channel(false);
+        tokio::spawn(alter_partition::run(
+            state.clone(),
+            isr_proposals,
+            shutdown_rx.clone(),
+        ));
         if let Some(quorum) = quorum {
             tokio::spawn(metadata_loader::run(
                 state.clone(),
@@ -208,6 +224,24 @@ impl Broker {
         spawn_scheduler(state.clone(), shutdown_rx.clone(), flush_interval, |s| {
             s.logs.flush_due()
         });
+        if state.quorum.is_some() {
+            let lag = state.config.replication.lag_time_max_ms;
+            spawn_scheduler(
+                state.clone(),
+                shutdown_rx.clone(),
+                u64::try_from(lag / 2).unwrap_or(1).max(1),
+                alter_partition::shrink_lagging_isrs,
+            );
+            spawn_scheduler(
+                state.clone(),
+                shutdown_rx.clone(),
+                state
+                    .config
+                    .replication
+                    .high_watermark_checkpoint_interval_ms,
+                high_watermark_checkpoint::checkpoint_all,
+            );
+        }
         spawn_scheduler(
             state.clone(),
             shutdown_rx.clone(),
@@ -390,12 +424,18 @@ impl BrokerPart {
             broker_lifecycle::controlled_shutdown(&self.state, quorum, timeout).await;
         }
         let _ = self.shutdown.send(true);
+        self.state.replication.fetchers.stop_all();
         for accept in self.accept {
             let _ = accept.await;
         }
         let state = self.state.clone();
-        tokio::task::spawn_blocking(move || state.logs.shutdown())
-            .await
-            .map_err(|e| BrokerError::Io(std::io::Error::other(e)))?
+        tokio::task::spawn_blocking(move || {
+            if state.quorum.is_some() {
+                high_watermark_checkpoint::checkpoint_all(&state);
+            }
+            state.logs.shutdown()
+        })
+        .await
+        .map_err(|e| BrokerError::Io(std::io::Error::other(e)))?
     }
 }

@@ -10,6 +10,7 @@ use crate::memory::MemoryTrimmer;
 use crate::metadata_cache::MetadataCache;
 use crate::producer_id_manager::ProducerIdManager;
 use crate::quorum_channel::QuorumChannel;
+use crate::replication::Replication;
 
 /// Shared broker state, one per running broker.
 #[derive(Debug)]
@@ -26,6 +27,8 @@ pub struct BrokerState {
     /// The channel to the metadata quorum, on a broker of a KRaft cluster; `None` on a
     /// standalone node, whose own controller decides everything.
     pub quorum: Option<Arc<QuorumChannel>>,
+    /// Followers' fetchers, ISR changes, high-watermark checkpoints.
+    pub replication: Replication,
 }
 
 impl BrokerState {

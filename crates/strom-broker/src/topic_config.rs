@@ -308,8 +308,8 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
         default: DefaultValue::Fixed("1"),
         broker_synonym: Some("min.insync.replicas"),
         validator: Validator::AtLeast(1),
-        doc: "The in-sync replicas an acks=all write needs, capped at the replica count (one on a single broker).",
-        apply: Some(|_, _| {}),
+        doc: "The in-sync replicas an acks=all write needs: with fewer, it is refused with NOT_ENOUGH_REPLICAS.",
+        apply: Some(|c, v| c.min_insync_replicas = num(v) as usize),
     },
     TopicConfigDef {
         name: "preallocate",
@@ -407,8 +407,8 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
         default: DefaultValue::Fixed("false"),
         broker_synonym: Some("unclean.leader.election.enable"),
         validator: Validator::Boolean,
-        doc: "Whether a replica outside the ISR may become leader (a single broker has no other replica).",
-        apply: Some(|_, _| {}),
+        doc: "Whether a replica outside the ISR may become leader when no ISR member is alive, at the risk of losing committed records.",
+        apply: Some(|c, v| c.unclean_leader_election = v == "true"),
     },
 ];
 

@@ -491,6 +491,37 @@ impl QuorumController {
                     .await;
                 respond(result, Response::AllocateProducerIds)
             }
+            Request::AlterPartition {
+                cluster_id,
+                broker_id,
+                broker_epoch,
+                partitions,
+            } => {
+                if let Err(e) = self.check_cluster(&cluster_id) {
+                    return Response::AlterPartition(Err(e));
+                }
+                let result = self
+                    .write_with(|image, _| {
+                        match image.brokers.get(&broker_id) {
+                            Some(b) if b.epoch == broker_epoch && !b.fenced => {}
+                            _ => {
+                                return Err(RpcError::new(
+                                    codes::STALE_BROKER_EPOCH,
+                                    format!(
+                                        "Broker {} with epoch {broker_epoch} is not a registered, unfenced broker.",
+                                        broker_id.0
+                                    ),
+                                ))
+                            }
+                        }
+                        Ok(replication::alter_partition(image, broker_id, &partitions))
+                    })
+                    .await;
+                match result {
+                    Ok((results, offset)) => Response::AlterPartition(Ok((results, offset))),
+                    Err(e) => e.respond(Response::AlterPartition),
+                }
+            }
             Request::Admin { cluster_id, write } => {
                 if let Err(e) = self.check_cluster(&cluster_id) {
                     return Response::Admin(Err(e));

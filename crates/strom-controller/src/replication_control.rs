@@ -15,12 +15,9 @@ use strom_metadata::{
 };
 use uuid::Uuid;
 
-use crate::rpc::{codes, CreatedTopic, NewTopic, RpcError};
-
-/// The highest replication factor this build replicates. Data replication between
-/// brokers (ISR fetching) is the next step; until it exists, a factor above 1 would
-/// promise copies that are not made, so it is refused.
-pub const MAX_REPLICATION_FACTOR: usize = 1;
+use crate::rpc::{
+    codes, AlteredPartition, CreatedTopic, IsrChange, IsrChangeResult, NewTopic, RpcError,
+};
 
 /// The most records one change writes in one batch (Kafka's `MAX_RECORDS_PER_BATCH`).
 pub const MAX_RECORDS_PER_BATCH: usize = 10_000;
@@ -105,18 +102,6 @@ pub fn check_assignment(
                 )));
             }
         }
-    }
-    check_replication_factor(rf)
-}
-
-fn check_replication_factor(rf: usize) -> Result<(), RpcError> {
-    if rf > MAX_REPLICATION_FACTOR {
-        return Err(RpcError::new(
-            codes::INVALID_REPLICATION_FACTOR,
-            format!(
-                "Replication factor {rf} is not supported yet: strom replicates partitions between brokers in a later version; use replication factor {MAX_REPLICATION_FACTOR}."
-            ),
-        ));
     }
     Ok(())
 }
@@ -212,7 +197,6 @@ fn create_topic(
         }
         let rf = topic.replication_factor as usize;
         let brokers = brokers_for(image, rf)?;
-        check_replication_factor(rf)?;
         place(&brokers, 0, topic.partitions, rf, start)
     } else {
         check_assignment(image, &topic.assignments)?;
@@ -421,6 +405,128 @@ pub fn broker_back(image: &MetadataImage, broker: BrokerId) -> Vec<MetadataRecor
         }
     }
     records
+}
+
+/// AlterPartition from the leader `broker`: each proposed ISR is checked as Kafka's
+/// `ReplicationControlManager` does — the sender must be the leader in the leader epoch it
+/// names, the partition epoch is a compare-and-set version (INVALID_UPDATE_VERSION when
+/// another change came first), and every new member must be a replica that is registered,
+/// unfenced and not shutting down (INELIGIBLE_REPLICA, KIP-841) — and accepted changes
+/// become `PartitionChange` records (an unchanged ISR writes nothing).
+pub fn alter_partition(
+    image: &MetadataImage,
+    broker: BrokerId,
+    changes: &[IsrChange],
+) -> (Vec<MetadataRecord>, Vec<IsrChangeResult>) {
+    let mut records = Vec::new();
+    let results = changes
+        .iter()
+        .map(|change| {
+            let result = check_isr_change(image, broker, change).map(|p| {
+                let changed = p.isr != change.new_isr;
+                if changed {
+                    records.push(MetadataRecord::PartitionChange {
+                        topic_id: change.topic_id,
+                        partition_id: change.partition_id,
+                        leader: None,
+                        isr: Some(change.new_isr.clone()),
+                    });
+                }
+                AlteredPartition {
+                    leader: p.leader,
+                    leader_epoch: p.leader_epoch.0,
+                    partition_epoch: p.partition_epoch.0 + i32::from(changed),
+                    isr: change.new_isr.clone(),
+                }
+            });
+            IsrChangeResult {
+                topic_id: change.topic_id,
+                partition_id: change.partition_id,
+                result,
+            }
+        })
+        .collect();
+    (records, results)
+}
+
+fn check_isr_change<'a>(
+    image: &'a MetadataImage,
+    broker: BrokerId,
+    change: &IsrChange,
+) -> Result<&'a PartitionRegistration, RpcError> {
+    let topic = image.topic_by_id(change.topic_id).ok_or_else(|| {
+        RpcError::new(
+            codes::UNKNOWN_TOPIC_ID,
+            format!("Unknown topic id {}.", change.topic_id),
+        )
+    })?;
+    let p = usize::try_from(change.partition_id)
+        .ok()
+        .and_then(|i| topic.partitions.get(i))
+        .ok_or_else(|| {
+            RpcError::new(
+                codes::UNKNOWN_TOPIC_OR_PARTITION,
+                format!("Unknown partition {}-{}.", topic.name, change.partition_id),
+            )
+        })?;
+    let name = || format!("{}-{}", topic.name, change.partition_id);
+    if change.leader_epoch != p.leader_epoch.0 {
+        return Err(RpcError::new(
+            codes::FENCED_LEADER_EPOCH,
+            format!(
+                "Rejecting AlterPartition for {} with leader epoch {}: the current leader epoch is {}.",
+                name(), change.leader_epoch, p.leader_epoch.0
+            ),
+        ));
+    }
+    if p.leader != broker {
+        return Err(RpcError::new(
+            codes::INVALID_REQUEST,
+            format!(
+                "Broker {} is not the leader of {} (the leader is {}).",
+                broker.0,
+                name(),
+                p.leader.0
+            ),
+        ));
+    }
+    if change.partition_epoch != p.partition_epoch.0 {
+        return Err(RpcError::new(
+            codes::INVALID_UPDATE_VERSION,
+            format!(
+                "Rejecting AlterPartition for {} with partition epoch {}: the current partition epoch is {}.",
+                name(), change.partition_epoch, p.partition_epoch.0
+            ),
+        ));
+    }
+    if !change.new_isr.contains(&broker) {
+        return Err(RpcError::new(
+            codes::INVALID_REQUEST,
+            format!(
+                "The proposed ISR of {} does not include its leader {}.",
+                name(),
+                broker.0
+            ),
+        ));
+    }
+    for (i, r) in change.new_isr.iter().enumerate() {
+        if !p.replicas.contains(r) || change.new_isr[..i].contains(r) {
+            return Err(RpcError::new(
+                codes::INVALID_REQUEST,
+                format!("The proposed ISR of {} names broker {} that is not a replica or is named twice.", name(), r.0),
+            ));
+        }
+        if !p.isr.contains(r) && !image.is_active(*r) {
+            return Err(RpcError::new(
+                codes::INELIGIBLE_REPLICA,
+                format!(
+                    "Rejecting AlterPartition for {}: broker {} is fenced, shutting down or not registered.",
+                    name(), r.0
+                ),
+            ));
+        }
+    }
+    Ok(p)
 }
 
 /// How many partitions `broker` leads.

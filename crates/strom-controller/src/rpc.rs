@@ -28,6 +28,7 @@ pub const MAX_FRAME: usize = 64 << 20;
 /// Kafka error codes the controller answers with.
 pub mod codes {
     pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
     pub const REQUEST_TIMED_OUT: i16 = 7;
     pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
     pub const INVALID_PARTITIONS: i16 = 37;
@@ -37,11 +38,15 @@ pub mod codes {
     pub const NOT_CONTROLLER: i16 = 41;
     pub const INVALID_REQUEST: i16 = 42;
     pub const TOPIC_ALREADY_EXISTS: i16 = 36;
+    pub const FENCED_LEADER_EPOCH: i16 = 74;
     pub const STALE_BROKER_EPOCH: i16 = 77;
+    pub const INVALID_UPDATE_VERSION: i16 = 95;
+    pub const UNKNOWN_TOPIC_ID: i16 = 100;
     pub const UNKNOWN_SERVER_ERROR: i16 = -1;
     pub const DUPLICATE_BROKER_REGISTRATION: i16 = 101;
     pub const BROKER_ID_NOT_REGISTERED: i16 = 102;
     pub const INCONSISTENT_CLUSTER_ID: i16 = 104;
+    pub const INELIGIBLE_REPLICA: i16 = 107;
 }
 
 /// A Kafka error code and message.
@@ -185,6 +190,42 @@ pub enum Request {
         broker_epoch: i64,
     },
     DescribeQuorum,
+    /// Kafka's AlterPartition (56): a partition leader's proposed ISRs.
+    AlterPartition {
+        cluster_id: String,
+        broker_id: BrokerId,
+        broker_epoch: i64,
+        partitions: Vec<IsrChange>,
+    },
+}
+
+/// One partition's proposed ISR in an AlterPartition, with the leader and partition
+/// epochs the leader saw: the partition epoch is the compare-and-set version.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IsrChange {
+    pub topic_id: Uuid,
+    pub partition_id: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub new_isr: Vec<BrokerId>,
+}
+
+/// AlterPartition's answer for one partition: its registration after the change, or
+/// why the change was refused.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IsrChangeResult {
+    pub topic_id: Uuid,
+    pub partition_id: i32,
+    pub result: Result<AlteredPartition, RpcError>,
+}
+
+/// A partition's leader and ISR as AlterPartition reports them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AlteredPartition {
+    pub leader: BrokerId,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub isr: Vec<BrokerId>,
 }
 
 /// A response on the controller listener.
@@ -201,6 +242,8 @@ pub enum Response {
     Admin(Result<(AdminResult, i64), RpcError>),
     AllocateProducerIds(Result<(i64, i32), RpcError>),
     DescribeQuorum(Result<QuorumInfo, RpcError>),
+    /// Each partition's result, and the metadata offset that holds the changes.
+    AlterPartition(Result<(Vec<IsrChangeResult>, i64), RpcError>),
     /// This controller is not the active one; `leader` is, if known.
     NotController {
         leader: Option<i32>,

@@ -45,6 +45,12 @@ pub struct LogConfig {
     /// `producer.id.expiration.ms` (a broker config): idempotent-producer state of a
     /// producer that has not written for this long is forgotten.
     pub producer_id_expiration_ms: i64,
+    /// `min.insync.replicas`: the in-sync replicas an acks=all produce needs (Kafka's
+    /// `LogConfig` carries it too; the log itself does not use it).
+    pub min_insync_replicas: usize,
+    /// `unclean.leader.election.enable`: whether a replica outside the ISR may be elected
+    /// when no ISR member is alive (read by the controller).
+    pub unclean_leader_election: bool,
 }
 
 impl Default for LogConfig {
@@ -68,6 +74,8 @@ impl Default for LogConfig {
             timestamp_before_max_ms: i64::MAX,
             timestamp_after_max_ms: i64::MAX,
             producer_id_expiration_ms: 24 * 60 * 60 * 1000,
+            min_insync_replicas: 1,
+            unclean_leader_election: false,
         }
     }
 }

@@ -13,6 +13,12 @@ pub enum LogError {
     /// A batch in a produce request is malformed or fails its CRC (CORRUPT_MESSAGE).
     #[error("invalid record batch: {0}")]
     InvalidBatch(#[from] BatchError),
+    /// A follower was given batches that do not continue its log: the first must start at
+    /// the log end offset and each next one where the previous ended.
+    #[error(
+        "unexpected append offset {found}: the batches must continue the log at offset {expected}"
+    )]
+    UnexpectedAppendOffset { expected: i64, found: i64 },
     /// A batch is larger than `max.message.bytes` (MESSAGE_TOO_LARGE).
     #[error("record batch of {size} bytes exceeds max.message.bytes {max}")]
     MessageTooLarge { size: usize, max: usize },

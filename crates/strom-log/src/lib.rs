@@ -1,6 +1,7 @@
 //! Partition logs on disk, laid out as Kafka lays them out: one directory per partition,
 //! holding segments (`<base offset>.log`) with a sparse offset index (`.index`), a time
-//! index (`.timeindex`) and producer-state snapshots (`.snapshot`).
+//! index (`.timeindex`), producer-state snapshots (`.snapshot`) and the leader epoch cache
+//! (`leader-epoch-checkpoint`).
 //!
 //! The log stores record batches exactly as producers sent them, with only the base offset
 //! and partition leader epoch rewritten; it knows nothing of sockets or of the broker.
@@ -11,6 +12,7 @@ pub mod config;
 pub mod error;
 pub mod file_cache;
 pub mod index_file;
+pub mod leader_epoch_cache;
 pub mod offset_index;
 pub mod partition_log;
 pub mod producer_state;
@@ -21,6 +23,7 @@ pub mod validator;
 pub use config::LogConfig;
 pub use error::LogError;
 pub use file_cache::FileCache;
+pub use leader_epoch_cache::{EpochEntry, LeaderEpochCache};
 pub use partition_log::{AppendInfo, FetchData, PartitionLog};
 pub use producer_state::{ProducerStateError, ProducerStateManager};
 

@@ -1,5 +1,11 @@
-//! The log of one partition: an ordered set of segments, the offsets that bound it and the
-//! idempotent-producer state. Single writer: the broker serializes calls with a lock.
+//! The log of one partition: an ordered set of segments, the offsets that bound it, the
+//! idempotent-producer state and the leader epoch cache. Single writer: the broker
+//! serializes calls with a lock.
+//!
+//! A leader appends producers' batches ([`PartitionLog::append`]), assigning offsets and
+//! stamping its leader epoch; a follower appends the leader's batches as they are
+//! ([`PartitionLog::append_as_follower`]) and truncates what diverges from the leader
+//! ([`PartitionLog::truncate_to`], [`PartitionLog::truncate_fully_and_start_at`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -12,6 +18,7 @@ use strom_wire::{RecordBatchHeader, RecordBatches};
 
 use crate::checkpoint::PartitionCheckpoint;
 use crate::file_cache::FileCache;
+use crate::leader_epoch_cache::{EpochEntry, LeaderEpochCache};
 use crate::producer_state::SequenceCheck;
 use crate::segment::{OpenMode, PreparedBatch, Segment, REWRITTEN_PREFIX_LEN};
 use crate::validator::validate_batch;
@@ -56,6 +63,9 @@ pub struct PartitionLog {
     /// Offsets of the `.snapshot` files in the directory, kept so that pruning them needs
     /// no directory listing.
     snapshots: BTreeSet<i64>,
+    /// Where each leader epoch starts, for OffsetForLeaderEpoch and follower truncation.
+    leader_epoch_cache: LeaderEpochCache,
+    /// The epoch stamped on leader appends.
     leader_epoch: i32,
     unflushed_records: i64,
     last_flush_ms: i64,
@@ -146,6 +156,7 @@ impl PartitionLog {
             segments.insert(base, Segment::create(dir, base, &config, files)?);
         }
         let first_base = *segments.keys().next().expect("at least one segment");
+        let leader_epoch_cache = LeaderEpochCache::load(dir)?;
         let mut log = Self {
             dir: dir.to_path_buf(),
             config,
@@ -157,6 +168,7 @@ impl PartitionLog {
             producer_state: ProducerStateManager::default(),
             snapshot_offset: None,
             snapshots,
+            leader_epoch_cache,
             leader_epoch: 0,
             unflushed_records: 0,
             last_flush_ms: now_ms,
@@ -167,6 +179,13 @@ impl PartitionLog {
         } else {
             checkpoint.recovery_point.min(log.log_end_offset())
         };
+        // Recovery may have cut the tail, and the cache is written before the batches of a
+        // new epoch: it must not name offsets the log does not hold.
+        log.leader_epoch_cache
+            .truncate_from_end(log.log_end_offset())?;
+        log.leader_epoch_cache
+            .truncate_from_start(log.log_start_offset)?;
+        log.leader_epoch = log.leader_epoch_cache.latest_epoch().unwrap_or(0);
         Ok(log)
     }
 
@@ -227,25 +246,30 @@ impl PartitionLog {
             validated.push(batch);
         }
         let mut next_offset = self.log_end_offset();
-        let mut prepared = Vec::with_capacity(validated.len());
-        let mut record_count = 0i64;
         for batch in &mut validated {
             batch.header.base_offset = next_offset;
-            let bytes = &batch.bytes;
-            let mut prefix = [0u8; REWRITTEN_PREFIX_LEN];
-            prefix[0..8].copy_from_slice(&next_offset.to_be_bytes());
-            prefix[8..12].copy_from_slice(&bytes[8..12]);
-            prefix[12..16].copy_from_slice(&self.leader_epoch.to_be_bytes());
-            prepared.push(PreparedBatch {
-                prefix,
-                rest: &bytes[REWRITTEN_PREFIX_LEN..],
-                base_offset: next_offset,
-                last_offset: batch.header.last_offset(),
-                max_timestamp: batch.header.max_timestamp,
-            });
-            record_count += batch.header.record_count as i64;
+            batch.header.partition_leader_epoch = self.leader_epoch;
             next_offset = batch.header.next_offset();
         }
+        let mut record_count = 0i64;
+        let prepared: Vec<PreparedBatch<'_>> = validated
+            .iter()
+            .map(|batch| {
+                let (header, bytes) = (&batch.header, &batch.bytes);
+                record_count += header.record_count as i64;
+                let mut prefix = [0u8; REWRITTEN_PREFIX_LEN];
+                prefix[0..8].copy_from_slice(&header.base_offset.to_be_bytes());
+                prefix[8..12].copy_from_slice(&bytes[8..12]);
+                prefix[12..16].copy_from_slice(&header.partition_leader_epoch.to_be_bytes());
+                PreparedBatch {
+                    prefix,
+                    rest: &bytes[REWRITTEN_PREFIX_LEN..],
+                    base_offset: header.base_offset,
+                    last_offset: header.last_offset(),
+                    max_timestamp: header.max_timestamp,
+                }
+            })
+            .collect();
         let (Some(first), Some(last)) = (prepared.first(), prepared.last()) else {
             return Err(strom_wire::BatchError::Truncated {
                 needed: strom_wire::BATCH_HEADER_LEN,
@@ -255,25 +279,27 @@ impl PartitionLog {
         };
         let (base_offset, last_offset) = (first.base_offset, last.last_offset);
         assert_eq!(
-            base_offset,
-            self.log_end_offset(),
-            "appends start at the log end"
-        );
-        assert_eq!(
             last_offset - base_offset + 1,
             record_count,
             "validated batches have contiguous offsets"
         );
-        let total: usize = prepared.iter().map(PreparedBatch::len).sum();
-        self.maybe_roll(total as u64, last_offset, now_ms)?;
-        self.active_mut().append(&prepared)?;
-        for batch in &validated {
-            self.producer_state.update(&batch.header);
+        let cached_epoch = self.leader_epoch_cache.latest_epoch();
+        assert!(
+            cached_epoch.is_none_or(|e| e <= self.leader_epoch),
+            "a leader append at epoch {} below the cached epoch {cached_epoch:?}: \
+             become_leader must come first",
+            self.leader_epoch
+        );
+        if cached_epoch != Some(self.leader_epoch) {
+            self.leader_epoch_cache
+                .assign(self.leader_epoch, base_offset)?;
         }
-        self.unflushed_records += record_count;
-        if self.unflushed_records >= self.config.flush_messages {
-            self.flush(now_ms)?;
-        }
+        self.write_at_end(
+            &prepared,
+            validated.iter().map(|b| &b.header),
+            record_count,
+            now_ms,
+        )?;
         Ok(AppendInfo {
             base_offset,
             last_offset,
@@ -282,6 +308,235 @@ impl PartitionLog {
             duplicate: false,
             log_append_time_ms: self.log_append_time(now_ms),
         })
+    }
+
+    /// Appends a leader's batches to this follower's log, as the leader stored them
+    /// (Kafka's `appendAsFollower`): offsets, leader epochs and bytes unchanged.
+    ///
+    /// Every batch must parse and pass its CRC, the first must start at the log end offset
+    /// and each next one where the previous ended ([`LogError::UnexpectedAppendOffset`]
+    /// otherwise); nothing is written unless all of them do. `max.message.bytes` and the
+    /// producers' sequences are not checked again: the leader accepted the batches, and a
+    /// follower that refused them could never catch up. Each batch of a newer leader epoch
+    /// than the cache knows starts that epoch in the cache, and producer state learns
+    /// every batch, so a retry of a batch copied here is recognised once this replica
+    /// leads. An empty `records` writes nothing and reports no records, with `last_offset`
+    /// one below `base_offset` (the log end).
+    pub fn append_as_follower(
+        &mut self,
+        records: &[u8],
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
+        let log_end_offset = self.log_end_offset();
+        let mut batches = Vec::new();
+        let mut next_offset = log_end_offset;
+        let mut record_count = 0i64;
+        for batch in RecordBatches::new(records) {
+            let (header, bytes) = batch?;
+            verify_crc(bytes)?;
+            if header.base_offset != next_offset {
+                return Err(LogError::UnexpectedAppendOffset {
+                    expected: next_offset,
+                    found: header.base_offset,
+                });
+            }
+            if header.last_offset_delta < 0 {
+                return Err(strom_wire::BatchError::InvalidHeader(format!(
+                    "Batch has an invalid offset range: [{}, {}]",
+                    header.base_offset,
+                    header.last_offset()
+                ))
+                .into());
+            }
+            record_count += header.record_count as i64;
+            next_offset = header.next_offset();
+            batches.push((header, bytes));
+        }
+        let info = AppendInfo {
+            base_offset: log_end_offset,
+            last_offset: next_offset - 1,
+            log_start_offset: self.log_start_offset,
+            record_count,
+            duplicate: false,
+            log_append_time_ms: -1,
+        };
+        if batches.is_empty() {
+            return Ok(info);
+        }
+        if next_offset - 1 - log_end_offset > i32::MAX as i64 {
+            return Err(strom_wire::BatchError::InvalidHeader(format!(
+                "Batches span offsets [{log_end_offset}, {}], more than one segment can index",
+                next_offset - 1
+            ))
+            .into());
+        }
+        // The cache is written before the batches, as Kafka does: after a crash in between,
+        // opening the log drops entries beyond its end.
+        for (header, _) in &batches {
+            let epoch = header.partition_leader_epoch;
+            if epoch >= 0
+                && self
+                    .leader_epoch_cache
+                    .latest_epoch()
+                    .is_none_or(|l| epoch > l)
+            {
+                self.leader_epoch_cache.assign(epoch, header.base_offset)?;
+            }
+        }
+        let prepared: Vec<PreparedBatch<'_>> = batches
+            .iter()
+            .map(|(header, bytes)| PreparedBatch {
+                prefix: bytes[..REWRITTEN_PREFIX_LEN]
+                    .try_into()
+                    .expect("a parsed batch is longer than its prefix"),
+                rest: &bytes[REWRITTEN_PREFIX_LEN..],
+                base_offset: header.base_offset,
+                last_offset: header.last_offset(),
+                max_timestamp: header.max_timestamp,
+            })
+            .collect();
+        self.write_at_end(
+            &prepared,
+            batches.iter().map(|(h, _)| h),
+            record_count,
+            now_ms,
+        )?;
+        Ok(info)
+    }
+
+    /// Writes batches whose offsets are assigned at the log end, rolling first if the
+    /// active segment is full, records them in producer state and applies the flush
+    /// policy: the part of an append a leader and a follower share.
+    fn write_at_end<'h>(
+        &mut self,
+        prepared: &[PreparedBatch<'_>],
+        headers: impl Iterator<Item = &'h RecordBatchHeader>,
+        record_count: i64,
+        now_ms: i64,
+    ) -> Result<(), LogError> {
+        let (Some(first), Some(last)) = (prepared.first(), prepared.last()) else {
+            return Ok(());
+        };
+        assert_eq!(
+            first.base_offset,
+            self.log_end_offset(),
+            "appends start at the log end"
+        );
+        assert!(
+            prepared
+                .windows(2)
+                .all(|w| w[1].base_offset == w[0].last_offset + 1),
+            "appended batches have contiguous offsets"
+        );
+        let total: usize = prepared.iter().map(PreparedBatch::len).sum();
+        self.maybe_roll(total as u64, last.last_offset, now_ms)?;
+        self.active_mut().append(prepared)?;
+        for header in headers {
+            self.producer_state.update(header);
+        }
+        self.unflushed_records += record_count;
+        if self.unflushed_records >= self.config.flush_messages {
+            self.flush(now_ms)?;
+        }
+        Ok(())
+    }
+
+    /// Makes this replica the leader of `epoch` (Kafka's `maybeAssignEpochStartOffset` on
+    /// becoming leader): the epoch starts at the log end offset in the cache, and leader
+    /// appends from now on are stamped with it.
+    pub fn become_leader(&mut self, epoch: i32) -> Result<(), LogError> {
+        self.leader_epoch_cache
+            .assign(epoch, self.log_end_offset())?;
+        self.leader_epoch = epoch;
+        Ok(())
+    }
+
+    /// Removes every record at or above `offset` (Kafka's `truncateTo`), for a follower
+    /// whose log diverged from the leader's. Nothing happens if `offset` is at or past the
+    /// log end, except that epochs cached at the log end are dropped (a leader that
+    /// assigned its epoch but appended nothing before it was deposed).
+    ///
+    /// The log is cut at a batch boundary: if `offset` falls inside a batch, that whole
+    /// batch goes, and the log then ends below `offset`. Below the first segment, the log
+    /// is emptied and restarts at `offset`. The cache, producer state (replayed from the
+    /// newest snapshot at or below the new end), recovery point and log start offset are
+    /// brought down to the new end, and the truncation is fsynced before the checkpoint
+    /// says so.
+    pub fn truncate_to(&mut self, offset: i64) -> Result<(), LogError> {
+        let end = self.log_end_offset();
+        if offset < 0 {
+            return Err(LogError::OffsetOutOfRange {
+                offset,
+                log_start_offset: self.log_start_offset,
+                log_end_offset: end,
+            });
+        }
+        if offset >= end {
+            return self.leader_epoch_cache.truncate_from_end(end);
+        }
+        let first_base = *self.segments.keys().next().expect("non-empty");
+        if offset < first_base {
+            return self.truncate_fully_and_start_at(offset);
+        }
+        // Highest first, so a crash midway leaves a log without holes.
+        let doomed: Vec<i64> = self
+            .segments
+            .range(offset + 1..)
+            .map(|(&b, _)| b)
+            .rev()
+            .collect();
+        for base in &doomed {
+            self.segments.remove(base).expect("present").delete()?;
+        }
+        let segment = self.active_mut();
+        let removed = segment.truncate_to(offset)?;
+        segment.flush()?;
+        let new_end = self.log_end_offset();
+        assert!(
+            new_end <= offset && new_end < end,
+            "truncation to {offset} left the log end at {new_end}"
+        );
+        self.leader_epoch_cache.truncate_from_end(new_end)?;
+        self.load_producer_state()?;
+        self.log_start_offset = self.log_start_offset.min(new_end);
+        self.recovery_point = self.recovery_point.min(new_end);
+        self.write_checkpoint()?;
+        tracing::info!(dir = %self.dir.display(), offset, log_end_offset = new_end, segments_deleted = doomed.len(), bytes_removed = removed, "truncated log");
+        Ok(())
+    }
+
+    /// Deletes every record and restarts the log, empty, at `offset` (Kafka's
+    /// `truncateFullyAndStartAt`): for a follower whose fetch offset is below the leader's
+    /// log start, which cannot continue its log and starts over from the leader's.
+    pub fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), LogError> {
+        if offset < 0 {
+            return Err(LogError::OffsetOutOfRange {
+                offset,
+                log_start_offset: self.log_start_offset,
+                log_end_offset: self.log_end_offset(),
+            });
+        }
+        // The order keeps a crash at any step harmless: what describes the records goes
+        // before them (an empty cache or no snapshot is merely slower or less precise),
+        // segment files go lowest first (no hole in what remains), and the checkpoint
+        // names the new start before its segment exists (a log start above the log end
+        // would be worse than an empty log that the follower fetches again).
+        self.leader_epoch_cache.clear()?;
+        self.producer_state = ProducerStateManager::default();
+        self.delete_snapshots(|_| true)?;
+        self.snapshot_offset = None;
+        for &base in self.segments.keys() {
+            Segment::delete_files(&self.dir, base)?;
+        }
+        self.log_start_offset = offset;
+        self.recovery_point = offset;
+        self.write_checkpoint()?;
+        // Replaced only once the new segment exists: the log always has an active one.
+        let fresh = Segment::create(&self.dir, offset, &self.config, &self.files)?;
+        self.segments = BTreeMap::from([(offset, fresh)]);
+        self.unflushed_records = 0;
+        tracing::info!(dir = %self.dir.display(), offset, "truncated log fully");
+        Ok(())
     }
 
     /// The append time a produce response reports: `now` for a LogAppendTime topic,
@@ -356,6 +611,21 @@ impl PartitionLog {
         max_bytes: usize,
         min_one_batch: bool,
     ) -> Result<FetchData, LogError> {
+        self.read_up_to(offset, max_bytes, min_one_batch, self.log_end_offset())
+    }
+
+    /// [`Self::read`], returning no batch that ends at or above `upper` (the high
+    /// watermark: a consumer must not see records not yet replicated), even for
+    /// `min_one_batch`. `upper` is a batch boundary; were it inside a batch, that batch
+    /// would not be returned either (as Kafka's read up to a maximum offset does).
+    /// `offset` outside `[log start, log end]` is out of range even if it is above `upper`.
+    pub fn read_up_to(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+        upper: i64,
+    ) -> Result<FetchData, LogError> {
         let end = self.log_end_offset();
         if offset < self.log_start_offset || offset > end {
             return Err(LogError::OffsetOutOfRange {
@@ -367,6 +637,9 @@ impl PartitionLog {
         let empty = FetchData {
             records: Bytes::new(),
         };
+        if offset >= upper {
+            return Ok(empty);
+        }
         let found = self
             .segments
             .range(..=offset)
@@ -378,7 +651,15 @@ impl PartitionLog {
             return Ok(empty);
         };
         let position = position?;
-        let available = (segment.size() - position) as usize;
+        let limit = if upper < segment.next_offset() {
+            segment.position_of(upper)?.unwrap_or(segment.size())
+        } else {
+            segment.size()
+        };
+        if position >= limit {
+            return Ok(empty);
+        }
+        let available = (limit - position) as usize;
         let mut buf = segment.read_at(position, available.min(max_bytes))?;
         let mut batches = RecordBatches::new(&buf);
         while let Some(Ok(_)) = batches.next() {}
@@ -390,6 +671,9 @@ impl PartitionLog {
             let Some(header) = segment.read_header_at(position)? else {
                 return Ok(empty);
             };
+            if position + header.total_len() as u64 > limit {
+                return Ok(empty);
+            }
             buf = segment.read_at(position, header.total_len())?;
         } else {
             buf.truncate(cut);
@@ -454,6 +738,7 @@ impl PartitionLog {
         if offset > self.log_start_offset {
             self.log_start_offset = offset;
             self.write_checkpoint()?;
+            self.leader_epoch_cache.truncate_from_start(offset)?;
             self.apply_retention(now_ms)?;
         }
         Ok(self.log_start_offset)
@@ -486,6 +771,8 @@ impl PartitionLog {
             let first = *self.segments.keys().next().expect("non-empty");
             self.log_start_offset = self.log_start_offset.max(first);
             self.write_checkpoint()?;
+            self.leader_epoch_cache
+                .truncate_from_start(self.log_start_offset)?;
             self.delete_snapshots(|offset| offset < first)?;
             tracing::info!(dir = %self.dir.display(), deleted, log_start_offset = self.log_start_offset, "retention deleted segments");
         }
@@ -657,8 +944,27 @@ impl PartitionLog {
         self.segments.len()
     }
 
+    /// The epoch stamped on leader appends: the last one [`Self::become_leader`] was given,
+    /// or after opening the newest cached epoch (0 for a log without one).
     pub fn leader_epoch(&self) -> i32 {
         self.leader_epoch
+    }
+
+    /// The newest leader epoch with records in this log (or assigned by the leader).
+    pub fn latest_epoch(&self) -> Option<i32> {
+        self.leader_epoch_cache.latest_epoch()
+    }
+
+    /// The answer to OffsetForLeaderEpoch: the largest epoch at most `epoch` and the
+    /// offset where it ended in this log (see [`LeaderEpochCache::end_offset_for`]).
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> (i32, i64) {
+        self.leader_epoch_cache
+            .end_offset_for(epoch, self.log_end_offset())
+    }
+
+    /// The cached leader epochs and where each starts, oldest first.
+    pub fn leader_epoch_entries(&self) -> &[EpochEntry] {
+        self.leader_epoch_cache.entries()
     }
 
     pub fn dir(&self) -> &Path {

@@ -281,27 +281,7 @@ impl Segment {
             }),
             _ => None,
         };
-        let mut outcome = None;
-        let mut indexes = match loaded {
-            Some(mut indexes) => {
-                outcome = self.scan_tail_after_index(&file, &mut indexes)?;
-                indexes
-            }
-            None => self.empty_indexes()?,
-        };
-        let outcome = match outcome {
-            Some(outcome) => outcome,
-            None => {
-                if self.size > 0 {
-                    tracing::warn!(segment = %self.log_path.display(), "rebuilding index");
-                }
-                indexes = self.empty_indexes()?;
-                let outcome = self.scan_from(&file, &mut indexes, 0, false, true)?;
-                indexes.offset_index.write_pending()?;
-                indexes.time_index.write_pending()?;
-                outcome
-            }
-        };
+        let (mut indexes, outcome) = self.fit_indexes(&file, loaded)?;
         if outcome.valid_end < self.size {
             return Err(self.corrupt(format!("torn batch at position {}", outcome.valid_end)));
         }
@@ -314,6 +294,29 @@ impl Segment {
         }
         indexes.first_batch_timestamp = read_header(&file, self.size, 0)?.map(|h| h.max_timestamp);
         Ok((indexes, next))
+    }
+
+    /// Completes indexes read from disk (or kept in memory) by scanning the batches after
+    /// their last entry, or rebuilds them from every batch header if they do not fit the
+    /// file. Returns them with where the scanned batches end.
+    fn fit_indexes(
+        &self,
+        file: &File,
+        indexes: Option<Indexes>,
+    ) -> Result<(Indexes, ScanOutcome), LogError> {
+        if let Some(mut indexes) = indexes {
+            if let Some(outcome) = self.scan_tail_after_index(file, &mut indexes)? {
+                return Ok((indexes, outcome));
+            }
+        }
+        if self.size > 0 {
+            tracing::warn!(segment = %self.log_path.display(), "rebuilding index");
+        }
+        let mut indexes = self.empty_indexes()?;
+        let outcome = self.scan_from(file, &mut indexes, 0, false, true)?;
+        indexes.offset_index.write_pending()?;
+        indexes.time_index.write_pending()?;
+        Ok((indexes, outcome))
     }
 
     fn corrupt(&self, reason: String) -> LogError {
@@ -490,6 +493,49 @@ impl Segment {
         }
         self.size = size;
         Ok(())
+    }
+
+    /// Removes the batches from the one holding `offset` on (Kafka's
+    /// `LogSegment.truncateTo`), cutting the `.log` and both indexes. If `offset` falls
+    /// inside a batch, that whole batch goes: the segment then ends below `offset`.
+    /// Returns the number of bytes removed.
+    pub fn truncate_to(&mut self, offset: i64) -> Result<u64, LogError> {
+        let Some(position) = self.position_of(offset)? else {
+            return Ok(0);
+        };
+        let file = self.file()?;
+        let new_next = read_header(&file, self.size, position)?
+            .expect("position_of names a whole batch")
+            .base_offset;
+        let removed = self.size - position;
+        file.set_len(position)?;
+        self.size = position;
+        self.next_offset = new_next;
+        self.unsynced = true;
+        // Should this fail from here on, the indexes stay unloaded and the next use reloads
+        // them from disk against the truncated file (and reports what does not fit).
+        let mut indexes = self.indexes.take().expect("position_of loaded the indexes");
+        let first_batch_timestamp = indexes.first_batch_timestamp.filter(|_| position > 0);
+        let relative = new_next - self.base_offset;
+        indexes.offset_index.truncate_from(relative)?;
+        indexes
+            .time_index
+            .truncate_to(|e| (e.relative_offset as i64) < relative)?;
+        indexes.max_timestamp = -1;
+        indexes.offset_of_max_timestamp = self.base_offset;
+        let (mut indexes, outcome) = self.fit_indexes(&file, Some(indexes))?;
+        if outcome.valid_end < self.size {
+            return Err(self.corrupt(format!("torn batch at position {}", outcome.valid_end)));
+        }
+        let end = outcome.next_offset.unwrap_or(self.base_offset);
+        if end != new_next {
+            return Err(self.corrupt(format!(
+                "truncated before the batch at offset {new_next}, the batches end at {end}"
+            )));
+        }
+        indexes.first_batch_timestamp = first_batch_timestamp;
+        let _ = self.indexes.set(indexes);
+        Ok(removed)
     }
 
     /// Byte position of the batch holding `offset` (the first batch whose last offset is

@@ -3,6 +3,7 @@
 //! code serves the broker's sockets, the log's recovery scan and the benchmarks.
 
 pub mod batch;
+pub mod client;
 pub mod codec;
 pub mod error;
 pub mod frame;

@@ -1,6 +1,12 @@
 //! Fetch: return whole batches from each requested partition, long-polling until
 //! `min_bytes` are available or `max_wait_ms` passes.
 //!
+//! A consumer reads up to the high watermark; a follower (a `replica_id`, or from v15 a
+//! `ReplicaState`, naming a broker) reads up to the log end, and its fetch offset tells
+//! the leader how far its log reaches: that moves the high watermark and may add it to
+//! the ISR. A follower whose last fetched epoch ended earlier on the leader is told where
+//! (`DivergingEpoch`) and truncates before it fetches on.
+//!
 //! The wait is woken by appends (each partition notifies its registered fetches), never
 //! by a polling loop. Limits follow Kafka: `partition_max_bytes` per partition,
 //! `max_bytes` for the response, and the first batch returned may exceed them so that a
@@ -13,16 +19,19 @@ use bytes::Bytes;
 use std::collections::BTreeMap;
 
 use kafka_protocol::messages::fetch_response::{
-    FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
+    EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
 };
 use kafka_protocol::messages::{FetchRequest, FetchResponse};
 use kafka_protocol::ResponseError;
+use strom_metadata::BrokerId;
 use tokio::sync::Notify;
 
 use super::RequestContext;
 use crate::partition::Partition;
 use crate::{replica_manager, ApiError};
 
+/// Fetch v15+ names a follower in `ReplicaState` instead of `replica_id` (KIP-903).
+const REPLICA_STATE_SINCE: i16 = 15;
 /// Fetch v13+ names topics by id instead of by name.
 const TOPIC_IDS_SINCE: i16 = 13;
 /// NOT_LEADER_OR_FOLLOWER names the current leader from v12, and its endpoint from v16
@@ -39,26 +48,53 @@ pub async fn handle(ctx: &RequestContext<'_>, req: FetchRequest) -> FetchRespons
     let wait_ms = (req.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP_MS);
     let deadline = Instant::now() + Duration::from_millis(wait_ms);
     let waiter = Arc::new(Notify::new());
-    let partitions = resolve(ctx, &req);
+    let replica_id = if ctx.version >= REPLICA_STATE_SINCE {
+        req.replica_state.replica_id.0
+    } else {
+        req.replica_id.0
+    };
+    let follower = (replica_id >= 0).then_some(BrokerId(replica_id));
+    let partitions = resolve(ctx, &req, follower);
     loop {
         for (_, _, p) in &partitions {
-            if let Ok(partition) = p {
+            if let Ok(Resolved {
+                partition,
+                diverging: None,
+            }) = p
+            {
                 partition.register_waiter(&waiter);
             }
         }
-        let (response, bytes, has_error) = read_all(ctx, &req, &partitions);
+        let (response, bytes, has_error) = read_all(ctx, &req, &partitions, follower.is_some());
         let now = Instant::now();
-        if bytes >= req.min_bytes.max(0) as usize || has_error || now >= deadline {
+        let diverged = partitions
+            .iter()
+            .any(|(_, _, p)| matches!(p, Ok(r) if r.diverging.is_some()));
+        if bytes >= req.min_bytes.max(0) as usize || has_error || diverged || now >= deadline {
             return response;
         }
         let _ = tokio::time::timeout(deadline - now, waiter.notified()).await;
     }
 }
 
-type Resolved = (usize, i32, Result<Arc<Partition>, ApiError>);
+/// A requested partition this broker leads, and — for a follower whose log diverged —
+/// the (epoch, end offset) it must truncate to instead of reading.
+struct Resolved {
+    partition: Arc<Partition>,
+    diverging: Option<(i32, i64)>,
+}
 
-/// Looks up every requested partition once: (topic index in the request, partition, log).
-fn resolve(ctx: &RequestContext<'_>, req: &FetchRequest) -> Vec<Resolved> {
+/// (topic index in the request, partition index, the partition or why it is not served).
+type Requested = (usize, i32, Result<Resolved, ApiError>);
+
+/// Looks up every requested partition once, checks the request's leader epoch, and for a
+/// follower checks its last fetched epoch and records its fetch position (proposing it
+/// for the ISR when it caught up).
+fn resolve(
+    ctx: &RequestContext<'_>,
+    req: &FetchRequest,
+    follower: Option<BrokerId>,
+) -> Vec<Requested> {
     let mut out = Vec::new();
     for (ti, topic) in req.topics.iter().enumerate() {
         for p in &topic.partitions {
@@ -67,7 +103,37 @@ fn resolve(ctx: &RequestContext<'_>, req: &FetchRequest) -> Vec<Resolved> {
             } else {
                 replica_manager::leader(ctx.state, &topic.topic, p.partition)
             };
-            out.push((ti, p.partition, partition));
+            let resolved = partition.and_then(|partition| {
+                partition.check_leader_epoch(p.current_leader_epoch)?;
+                let Some(follower) = follower else {
+                    return Ok(Resolved {
+                        partition,
+                        diverging: None,
+                    });
+                };
+                if p.last_fetched_epoch >= 0 {
+                    let (epoch, end) = partition
+                        .end_offset_for_epoch(p.last_fetched_epoch)
+                        .map_err(ApiError::from)?;
+                    if epoch != p.last_fetched_epoch || end < p.fetch_offset {
+                        return Ok(Resolved {
+                            partition,
+                            diverging: Some((epoch, end)),
+                        });
+                    }
+                }
+                if let Some(proposal) = partition.record_follower_fetch(follower, p.fetch_offset)? {
+                    ctx.state
+                        .replication
+                        .isr_changes
+                        .propose(partition.clone(), proposal);
+                }
+                Ok(Resolved {
+                    partition,
+                    diverging: None,
+                })
+            });
+            out.push((ti, p.partition, resolved));
         }
     }
     out
@@ -78,7 +144,8 @@ fn resolve(ctx: &RequestContext<'_>, req: &FetchRequest) -> Vec<Resolved> {
 fn read_all(
     ctx: &RequestContext<'_>,
     req: &FetchRequest,
-    partitions: &[Resolved],
+    partitions: &[Requested],
+    follower: bool,
 ) -> (FetchResponse, usize, bool) {
     let mut remaining = (req.max_bytes.max(0) as usize).min(ctx.state.config.fetch_max_bytes);
     let mut total = 0usize;
@@ -102,7 +169,8 @@ fn read_all(
         let data = PartitionData::default()
             .with_partition_index(*index)
             .with_preferred_read_replica(kafka_protocol::messages::BrokerId(-1));
-        let deleted = matches!(partition, Ok(p) if p.is_deleted()).then(ApiError::unknown_topic);
+        let deleted =
+            matches!(partition, Ok(r) if r.partition.is_deleted()).then(ApiError::unknown_topic);
         let data = match deleted.as_ref().map_or(partition.as_ref(), Err) {
             Err(e) => {
                 has_error = true;
@@ -130,9 +198,25 @@ fn read_all(
                     .with_log_start_offset(-1)
                     .with_records(Some(Bytes::new()))
             }
-            Ok(p) => {
+            Ok(Resolved {
+                partition: p,
+                diverging: Some((epoch, end_offset)),
+            }) => data
+                .with_high_watermark(p.high_watermark())
+                .with_last_stable_offset(p.high_watermark())
+                .with_log_start_offset(-1)
+                .with_diverging_epoch(
+                    EpochEndOffset::default()
+                        .with_epoch(*epoch)
+                        .with_end_offset(*end_offset),
+                )
+                .with_records(Some(Bytes::new())),
+            Ok(Resolved {
+                partition: p,
+                diverging: None,
+            }) => {
                 let limit = (spec.partition_max_bytes.max(0) as usize).min(remaining);
-                let read = p.read(spec.fetch_offset, limit, total == 0);
+                let read = p.read(spec.fetch_offset, limit, total == 0, follower);
                 let data = data
                     .with_high_watermark(read.high_watermark)
                     .with_last_stable_offset(read.high_watermark)

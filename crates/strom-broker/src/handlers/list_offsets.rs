@@ -24,6 +24,7 @@ pub fn handle(ctx: &RequestContext<'_>, req: ListOffsetsRequest) -> ListOffsetsR
                         .with_partition_index(p.partition_index);
                     let result = replica_manager::leader(ctx.state, &topic.name, p.partition_index)
                         .and_then(|part| {
+                            part.check_leader_epoch(p.current_leader_epoch)?;
                             let found = part
                                 .fetch_offset_for_timestamp(p.timestamp)
                                 .map_err(ApiError::from)?;

@@ -123,7 +123,7 @@ pub async fn handle(
     match request.body {
         RequestKind::ApiVersions(_) => respond!(api_versions::handle(&ctx)),
         RequestKind::Metadata(r) => respond!(metadata::handle(&ctx, r).await),
-        RequestKind::Produce(r) => match produce::handle(&ctx, r) {
+        RequestKind::Produce(r) => match produce::handle(&ctx, r).await {
             Some(body) => respond!(body),
             None => Ok(None),
         },

@@ -1,15 +1,14 @@
 //! OffsetForLeaderEpoch: the end offset of a leader epoch, which consumers use to detect
-//! log truncation (KIP-320). A single-replica partition has only ever had epoch 0, so
-//! the end offset of any epoch at or above 0 is the log end offset.
+//! log truncation (KIP-320), from the partition's leader-epoch cache (a standalone
+//! node's partition has only ever had epoch 0, which ends at the log end).
 
 use kafka_protocol::messages::offset_for_leader_epoch_response::{
     EpochEndOffset, OffsetForLeaderTopicResult,
 };
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
-use kafka_protocol::ResponseError;
 
 use super::RequestContext;
-use crate::replica_manager;
+use crate::{replica_manager, ApiError};
 
 pub fn handle(
     ctx: &RequestContext<'_>,
@@ -34,13 +33,22 @@ pub fn handle(
                                     .with_end_offset(-1)
                             }
                         };
-                    if p.current_leader_epoch > partition.leader_epoch() {
-                        return response
-                            .with_error_code(ResponseError::UnknownLeaderEpoch.code())
-                            .with_leader_epoch(-1)
-                            .with_end_offset(-1);
-                    }
-                    let (epoch, end_offset) = partition.end_offset_for_epoch(p.leader_epoch);
+                    let found = partition
+                        .check_leader_epoch(p.current_leader_epoch)
+                        .and_then(|()| {
+                            partition
+                                .end_offset_for_epoch(p.leader_epoch)
+                                .map_err(ApiError::from)
+                        });
+                    let (epoch, end_offset) = match found {
+                        Ok(found) => found,
+                        Err(e) => {
+                            return response
+                                .with_error_code(e.code())
+                                .with_leader_epoch(-1)
+                                .with_end_offset(-1)
+                        }
+                    };
                     response
                         .with_leader_epoch(epoch)
                         .with_end_offset(end_offset)

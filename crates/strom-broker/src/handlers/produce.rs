@@ -3,10 +3,12 @@
 //! Validation (Kafka's `LogValidator`) and the topic's rewrites (recompression,
 //! LogAppendTime) happen in the log's append; its record errors (KIP-467) are returned
 //! per partition; a partition led elsewhere gets NOT_LEADER_OR_FOLLOWER with its leader
-//! (KIP-951). With a single replica, an append is committed as soon as it is written, so acks=1 and
-//! acks=all are answered at the same point; acks=0 gets no response at all.
+//! (KIP-951). acks=1 is answered after the leader's append; acks=all once every
+//! partition's high watermark has passed its records (each waits in its partition's
+//! purgatory, all at once, up to the request's `timeout_ms`); acks=0 gets no response.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse,
@@ -17,10 +19,12 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::RequestContext;
+use crate::partition::AppendInfo;
 use crate::{replica_manager, ApiError};
 
-pub fn handle(ctx: &RequestContext<'_>, req: ProduceRequest) -> Option<ProduceResponse> {
+pub async fn handle(ctx: &RequestContext<'_>, req: ProduceRequest) -> Option<ProduceResponse> {
     let acks = req.acks;
+    let timeout = Duration::from_millis(req.timeout_ms.max(0) as u64);
     let acks_error = (!matches!(acks, -1..=1)).then(|| {
         ApiError::new(
             ResponseError::InvalidRequiredAcks,
@@ -30,25 +34,46 @@ pub fn handle(ctx: &RequestContext<'_>, req: ProduceRequest) -> Option<ProduceRe
     // KIP-951: NOT_LEADER_OR_FOLLOWER carries the current leader and its endpoint (v10+),
     // so the client need not refresh its metadata first.
     let mut endpoints = BTreeMap::new();
+    let mut appended: Vec<Vec<(i32, Result<AppendInfo, ApiError>)>> = Vec::new();
+    let mut commits = Vec::new();
+    for topic in &req.topic_data {
+        let mut results = Vec::new();
+        for data in &topic.partition_data {
+            let result = match &acks_error {
+                Some(e) => Err(e.clone()),
+                None => replica_manager::leader(ctx.state, &topic.name, data.index).and_then(|p| {
+                    let records = data.records.as_deref().unwrap_or_default();
+                    let (info, epoch) = p.append_as_leader(records, acks)?;
+                    if acks == -1 {
+                        commits.push((appended.len(), results.len(), p, info.last_offset, epoch));
+                    }
+                    Ok(info)
+                }),
+            };
+            results.push((data.index, result));
+        }
+        appended.push(results);
+    }
+    // The waits share one deadline; each checks its partition's state first, so waiting
+    // for them one after another takes as long as the slowest.
+    let deadline = tokio::time::Instant::now() + timeout;
+    for (t, i, p, last_offset, epoch) in commits {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if let Err(e) = p.wait_for_commit(last_offset, epoch, left).await {
+            appended[t][i].1 = Err(e);
+        }
+    }
     let responses = req
         .topic_data
         .into_iter()
-        .map(|topic| {
-            let partitions = topic
-                .partition_data
+        .zip(appended)
+        .map(|(topic, results)| {
+            let partitions = results
                 .into_iter()
-                .map(|data| {
+                .map(|(index, result)| {
                     let response = PartitionProduceResponse::default()
-                        .with_index(data.index)
+                        .with_index(index)
                         .with_log_append_time_ms(-1);
-                    let result = match &acks_error {
-                        Some(e) => Err(e.clone()),
-                        None => replica_manager::leader(ctx.state, &topic.name, data.index)
-                            .and_then(|p| {
-                                let records = data.records.unwrap_or_default();
-                                p.append(&records).map_err(ApiError::from)
-                            }),
-                    };
                     match result {
                         Ok(info) => response
                             .with_base_offset(info.base_offset)
@@ -61,7 +86,7 @@ pub fn handle(ctx: &RequestContext<'_>, req: ProduceRequest) -> Option<ProduceRe
                                 replica_manager::leader_hint(
                                     ctx.state,
                                     &topic.name,
-                                    data.index,
+                                    index,
                                     ctx.listener,
                                 )
                             })

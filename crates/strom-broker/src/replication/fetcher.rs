@@ -1,0 +1,395 @@
+//! Followers' fetchers, as Kafka's `ReplicaFetcherManager` / `ReplicaFetcherThread`: one
+//! fetcher per source broker (`num.replica.fetchers` of them, a partition always on the
+//! same one), each a single task with one connection that fetches all its partitions in
+//! one Fetch (v15, `ReplicaState` naming this broker and its epoch), appends what comes
+//! back with the leader's offsets, takes the leader's high watermark, and truncates
+//! where the leader says the logs diverged (`DivergingEpoch`). There is no task or
+//! request per partition.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ReplicaState};
+use kafka_protocol::messages::fetch_response::PartitionData;
+use kafka_protocol::messages::{FetchRequest, FetchResponse};
+use kafka_protocol::ResponseError;
+use parking_lot::Mutex;
+use strom_metadata::BrokerId;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use uuid::Uuid;
+
+use crate::partition::Partition;
+use crate::BrokerState;
+
+/// The Fetch version followers send: the first with `ReplicaState` (KIP-903).
+const FETCH_VERSION: i16 = 15;
+/// How long a connection attempt or a response may take beyond the fetch's own wait.
+const IO_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A followed partition, keyed by (topic, index).
+type Followed = BTreeMap<(String, i32), Arc<Partition>>;
+
+/// One fetcher: the partitions it fetches from one source broker, and its task.
+#[derive(Debug)]
+struct Fetcher {
+    partitions: Arc<Mutex<Followed>>,
+    changed: Arc<Notify>,
+    task: JoinHandle<()>,
+}
+
+/// The fetchers of this broker, by (source broker, fetcher id).
+#[derive(Debug, Default)]
+pub struct ReplicaFetcherManager {
+    fetchers: Mutex<BTreeMap<(BrokerId, usize), Fetcher>>,
+}
+
+impl ReplicaFetcherManager {
+    /// Makes the fetchers follow exactly `followed` (each partition with its leader):
+    /// partitions move between fetchers when their leader changes, fetchers start for new
+    /// leaders and stop when they have nothing left to fetch.
+    pub fn follow(&self, state: &Arc<BrokerState>, followed: Vec<(BrokerId, Arc<Partition>)>) {
+        let fetchers_per_source = state.config.replication.num_replica_fetchers;
+        let mut wanted: BTreeMap<(BrokerId, usize), Followed> = BTreeMap::new();
+        for (leader, partition) in followed {
+            let key = (partition.topic.clone(), partition.index);
+            let id = fetcher_id(&key, fetchers_per_source);
+            wanted
+                .entry((leader, id))
+                .or_default()
+                .insert(key, partition);
+        }
+        let mut fetchers = self.fetchers.lock();
+        fetchers.retain(|key, fetcher| {
+            let keep = wanted.contains_key(key);
+            if !keep {
+                fetcher.task.abort();
+            }
+            keep
+        });
+        for (key, partitions) in wanted {
+            match fetchers.get(&key) {
+                Some(fetcher) => {
+                    let mut current = fetcher.partitions.lock();
+                    let same = current.len() == partitions.len()
+                        && current
+                            .iter()
+                            .zip(&partitions)
+                            .all(|((a, pa), (b, pb))| a == b && Arc::ptr_eq(pa, pb));
+                    if !same {
+                        *current = partitions;
+                        fetcher.changed.notify_one();
+                    }
+                }
+                None => {
+                    let partitions = Arc::new(Mutex::new(partitions));
+                    let changed = Arc::new(Notify::new());
+                    let task = state.replication.runtime.spawn(run_fetcher(
+                        state.clone(),
+                        key.0,
+                        partitions.clone(),
+                        changed.clone(),
+                    ));
+                    tracing::info!(
+                        source = key.0 .0,
+                        fetcher = key.1,
+                        "replica fetcher started"
+                    );
+                    fetchers.insert(
+                        key,
+                        Fetcher {
+                            partitions,
+                            changed,
+                            task,
+                        },
+                    );
+                }
+            }
+        }
+    }
+
+    /// Stops every fetcher (shutdown).
+    pub fn stop_all(&self) {
+        for (_, fetcher) in std::mem::take(&mut *self.fetchers.lock()) {
+            fetcher.task.abort();
+        }
+    }
+
+    /// How many partitions the fetchers follow.
+    pub fn followed_count(&self) -> usize {
+        self.fetchers
+            .lock()
+            .values()
+            .map(|f| f.partitions.lock().len())
+            .sum()
+    }
+}
+
+/// The fetcher a partition goes to (Kafka hashes the topic and partition).
+fn fetcher_id(key: &(String, i32), fetchers: usize) -> usize {
+    let hash = key.0.bytes().fold(key.1 as u32, |h, b| {
+        h.wrapping_mul(31).wrapping_add(u32::from(b))
+    });
+    hash as usize % fetchers.max(1)
+}
+
+/// A connection to the source broker.
+struct Connection {
+    stream: TcpStream,
+    correlation_id: i32,
+    buf: BytesMut,
+}
+
+impl Connection {
+    async fn connect(address: &str) -> std::io::Result<Self> {
+        let stream = tokio::time::timeout(IO_TIMEOUT, TcpStream::connect(address))
+            .await
+            .map_err(|_| std::io::Error::other("connection timed out"))??;
+        stream.set_nodelay(true)?;
+        Ok(Self {
+            stream,
+            correlation_id: 0,
+            buf: BytesMut::new(),
+        })
+    }
+
+    /// Sends `request` and reads its response, which must fit `max_bytes`.
+    async fn fetch(
+        &mut self,
+        client_id: &str,
+        request: &FetchRequest,
+        max_bytes: usize,
+    ) -> std::io::Result<FetchResponse> {
+        self.correlation_id = self.correlation_id.wrapping_add(1);
+        let frame = strom_wire::client::encode_request(
+            self.correlation_id,
+            client_id,
+            FETCH_VERSION,
+            request,
+        )
+        .map_err(std::io::Error::other)?;
+        self.stream.write_all(&frame).await?;
+        let size = self.stream.read_i32().await?;
+        let size = usize::try_from(size)
+            .ok()
+            .filter(|s| *s <= max_bytes)
+            .ok_or_else(|| {
+                std::io::Error::other(format!(
+                    "response of {size} bytes exceeds the limit of {max_bytes}"
+                ))
+            })?;
+        self.buf.resize(size, 0);
+        self.stream.read_exact(&mut self.buf).await?;
+        let frame: Bytes = self.buf.split().freeze();
+        let (cid, response) =
+            strom_wire::client::decode_response::<FetchRequest>(FETCH_VERSION, frame)
+                .map_err(std::io::Error::other)?;
+        if cid != self.correlation_id {
+            return Err(std::io::Error::other(format!(
+                "response to correlation id {cid}, expected {}",
+                self.correlation_id
+            )));
+        }
+        Ok(response)
+    }
+}
+
+/// One fetcher's loop: fetch every partition it follows from `source`, apply the answer,
+/// repeat; back off `replica.fetch.backoff.ms` after a failure.
+async fn run_fetcher(
+    state: Arc<BrokerState>,
+    source: BrokerId,
+    partitions: Arc<Mutex<Followed>>,
+    changed: Arc<Notify>,
+) {
+    let config = state.config.replication.clone();
+    let backoff = Duration::from_millis(config.fetch_backoff_ms);
+    let client_id = format!("strom-replica-fetcher-{}", state.node_id());
+    let mut connection: Option<Connection> = None;
+    let mut delayed: BTreeMap<(String, i32), Instant> = BTreeMap::new();
+    let mut shutdown = state.replication.shutdown.clone();
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        let followed: Vec<Arc<Partition>> = partitions.lock().values().cloned().collect();
+        let now = Instant::now();
+        delayed.retain(|_, until| *until > now);
+        let image = state.metadata.image();
+        let mut request_topics: Vec<FetchTopic> = Vec::new();
+        let mut requested: BTreeMap<(Uuid, i32), Arc<Partition>> = BTreeMap::new();
+        for p in &followed {
+            if delayed.contains_key(&(p.topic.clone(), p.index)) {
+                continue;
+            }
+            let (Some(topic), Ok((log_end, last_epoch, log_start))) =
+                (image.topic(&p.topic), p.follower_fetch_position())
+            else {
+                continue;
+            };
+            let fetch = FetchPartition::default()
+                .with_partition(p.index)
+                .with_current_leader_epoch(p.leader_epoch())
+                .with_fetch_offset(log_end)
+                .with_last_fetched_epoch(last_epoch)
+                .with_log_start_offset(log_start)
+                .with_partition_max_bytes(config.fetch_max_bytes);
+            match request_topics.last_mut() {
+                Some(t) if t.topic_id == topic.id => t.partitions.push(fetch),
+                _ => request_topics.push(
+                    FetchTopic::default()
+                        .with_topic_id(topic.id)
+                        .with_partitions(vec![fetch]),
+                ),
+            }
+            requested.insert((topic.id, p.index), p.clone());
+        }
+        if requested.is_empty() {
+            let wait = delayed.values().min().map_or(backoff, |t| *t - now);
+            tokio::select! {
+                _ = changed.notified() => {}
+                _ = tokio::time::sleep(wait) => {}
+                _ = shutdown.changed() => {}
+            }
+            continue;
+        }
+        if connection.is_none() {
+            let address = image
+                .brokers
+                .get(&source)
+                .and_then(|b| b.endpoint(&state.config.kraft.inter_broker_listener_name))
+                .map(|e| format!("{}:{}", e.host, e.port));
+            match address {
+                Some(address) => match Connection::connect(&address).await {
+                    Ok(c) => connection = Some(c),
+                    Err(e) => {
+                        tracing::debug!(source = source.0, %address, error = %e, "replica fetcher cannot connect");
+                        tokio::time::sleep(backoff).await;
+                        continue;
+                    }
+                },
+                None => {
+                    tokio::time::sleep(backoff).await;
+                    continue;
+                }
+            }
+        }
+        let broker_epoch = state
+            .quorum
+            .as_ref()
+            .map_or(-1, |q| q.epoch.load(std::sync::atomic::Ordering::Acquire));
+        let request = FetchRequest::default()
+            .with_replica_state(
+                ReplicaState::default()
+                    .with_replica_id(kafka_protocol::messages::BrokerId(state.node_id()))
+                    .with_replica_epoch(broker_epoch),
+            )
+            .with_max_wait_ms(config.fetch_wait_max_ms)
+            .with_min_bytes(config.fetch_min_bytes)
+            .with_max_bytes(config.fetch_response_max_bytes)
+            .with_session_epoch(-1)
+            .with_topics(request_topics);
+        let max_response = usize::try_from(config.fetch_response_max_bytes)
+            .unwrap_or(usize::MAX)
+            .saturating_add(requested.len() * usize::try_from(config.fetch_max_bytes).unwrap_or(0))
+            .saturating_add(1 << 20);
+        let conn = connection.as_mut().expect("connected above");
+        let response = tokio::select! {
+            r = tokio::time::timeout(IO_TIMEOUT, conn.fetch(&client_id, &request, max_response)) => r,
+            _ = shutdown.changed() => continue,
+        };
+        let response = match response {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
+                tracing::info!(source = source.0, error = %e, "replica fetch failed; reconnecting after replica.fetch.backoff.ms");
+                connection = None;
+                tokio::time::sleep(backoff).await;
+                continue;
+            }
+            Err(_) => {
+                tracing::info!(source = source.0, "replica fetch timed out; reconnecting");
+                connection = None;
+                continue;
+            }
+        };
+        if response.error_code != 0 {
+            tracing::info!(
+                source = source.0,
+                error = response.error_code,
+                "replica fetch refused"
+            );
+            tokio::time::sleep(backoff).await;
+            continue;
+        }
+        for topic in response.responses {
+            for data in topic.partitions {
+                let Some(p) = requested.get(&(topic.topic_id, data.partition_index)) else {
+                    tracing::warn!(source = source.0, topic_id = %topic.topic_id, partition = data.partition_index, "the leader answered for a partition that was not asked for");
+                    continue;
+                };
+                if let Err(reason) = apply_fetched(p, data) {
+                    tracing::info!(partition = %format!("{}-{}", p.topic, p.index), source = source.0, %reason, "replica fetch of a partition failed; retrying after replica.fetch.backoff.ms");
+                    delayed.insert((p.topic.clone(), p.index), Instant::now() + backoff);
+                }
+            }
+        }
+    }
+}
+
+/// Applies one partition's part of a fetch response to the follower's log.
+fn apply_fetched(p: &Partition, data: PartitionData) -> Result<(), String> {
+    match ResponseError::try_from_code(data.error_code) {
+        None => {}
+        Some(ResponseError::OffsetOutOfRange) => {
+            let (log_end, _, _) = p.follower_fetch_position().map_err(|e| e.to_string())?;
+            return if data.log_start_offset >= 0 && log_end < data.log_start_offset {
+                tracing::info!(partition = %format!("{}-{}", p.topic, p.index), log_end, leader_log_start = data.log_start_offset, "follower is behind the leader's log start; restarting the log there");
+                p.truncate_fully_and_start_at(data.log_start_offset)
+                    .map_err(|e| e.to_string())
+            } else if data.high_watermark >= 0 && log_end > data.high_watermark {
+                tracing::warn!(partition = %format!("{}-{}", p.topic, p.index), log_end, leader_high_watermark = data.high_watermark, "follower is ahead of the leader; truncating to the leader's high watermark");
+                p.truncate_to(data.high_watermark)
+                    .map_err(|e| e.to_string())
+            } else {
+                Err(format!("offset {log_end} out of range on the leader"))
+            };
+        }
+        Some(e) => return Err(format!("{e:?}")),
+    }
+    if data.diverging_epoch.epoch >= 0 {
+        let diverging = data.diverging_epoch;
+        let (local_epoch, local_end) = p
+            .end_offset_for_epoch(diverging.epoch)
+            .map_err(|e| e.to_string())?;
+        let offset = if local_epoch < 0 {
+            p.follower_fetch_position().map_err(|e| e.to_string())?.2
+        } else if local_epoch == diverging.epoch {
+            local_end.min(diverging.end_offset)
+        } else {
+            local_end
+        };
+        tracing::info!(partition = %format!("{}-{}", p.topic, p.index), offset, leader_epoch = diverging.epoch, leader_end_offset = diverging.end_offset, "truncating a diverged follower log");
+        return p.truncate_to(offset).map_err(|e| e.to_string());
+    }
+    let records = data.records.unwrap_or_default();
+    p.append_as_follower(&records, data.high_watermark)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_partition_always_goes_to_the_same_fetcher() {
+        let key = ("orders".to_string(), 7);
+        assert_eq!(fetcher_id(&key, 3), fetcher_id(&key, 3));
+        assert!(fetcher_id(&key, 3) < 3);
+        assert_eq!(fetcher_id(&key, 1), 0);
+    }
+}
