@@ -31,8 +31,27 @@ pub fn admin(bootstrap: &str) -> AdminClient<DefaultClientContext> {
 
 /// Creates `topic` with `partitions` partitions through CreateTopics, or panics.
 pub fn create_topic(bootstrap: &str, topic: &str, partitions: i32) {
+    create_replicated_topic(bootstrap, topic, partitions, 1, &[]);
+}
+
+/// Creates `topic` with `partitions` partitions of `replication_factor` replicas and
+/// `configs` through CreateTopics, or panics.
+pub fn create_replicated_topic(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    replication_factor: i32,
+    configs: &[(&str, &str)],
+) {
     let options = AdminOptions::new().request_timeout(Some(ADMIN_TIMEOUT));
-    let new_topic = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+    let mut new_topic = NewTopic::new(
+        topic,
+        partitions,
+        TopicReplication::Fixed(replication_factor),
+    );
+    for (k, v) in configs {
+        new_topic = new_topic.set(k, v);
+    }
     let results = block_on(admin(bootstrap).create_topics(&[new_topic], &options))
         .expect("create_topics request");
     for result in results {

@@ -53,8 +53,13 @@ impl TestCluster {
         Self::start(brokers, controllers, extra)
     }
 
+    /// The one-cluster-at-a-time lock, for a test whose cluster some other code starts.
+    pub fn serial() -> MutexGuard<'static, ()> {
+        ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn start(brokers: usize, controllers: usize, extra: &[&str]) -> Self {
-        let serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let serial = Self::serial();
         let spec = ClusterSpec {
             brokers,
             controllers,

@@ -61,6 +61,9 @@ pub struct LogManager {
     recovery_threads: usize,
     max_partitions_per_request: i32,
     max_partitions_per_broker: i64,
+    /// A standalone node leads its partitions from the start; a cluster broker's wait for
+    /// the metadata to make them leaders or followers.
+    standalone: bool,
 }
 
 impl LogManager {
@@ -112,6 +115,7 @@ impl LogManager {
             recovery_threads,
             max_partitions_per_request: config.max_partitions_per_request,
             max_partitions_per_broker: config.max_partitions_per_broker,
+            standalone: config.kraft.roles.is_none(),
         };
         if !clean {
             tracing::warn!("previous shutdown was not clean: recovering unflushed segment tails");
@@ -163,7 +167,7 @@ impl LogManager {
     /// (for a damaged segment, the file and what is wrong with it).
     fn load_partition(&self, p: &PartitionToLoad, clean: bool, now: i64) -> Arc<Partition> {
         match PartitionLog::open(&p.dir, p.config.clone(), &self.files, clean, now) {
-            Ok(log) => Arc::new(Partition::new(&p.topic, p.index, log)),
+            Ok(log) => Arc::new(Partition::new(&p.topic, p.index, log, self.standalone)),
             Err(e) => {
                 tracing::error!(
                     topic = %p.topic,
@@ -389,10 +393,10 @@ impl LogManager {
             let log = opened.inspect_err(|_| {
                 let _ = fs::remove_dir_all(&dir);
             })?;
-            topic
-                .partitions
-                .write()
-                .insert(p, Arc::new(Partition::new(&topic.name, p, log)));
+            topic.partitions.write().insert(
+                p,
+                Arc::new(Partition::new(&topic.name, p, log, self.standalone)),
+            );
             created.push(p);
             Ok::<_, BrokerError>(())
         });

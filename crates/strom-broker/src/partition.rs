@@ -66,11 +66,15 @@ pub struct Partition {
 }
 
 impl Partition {
-    /// A partition with `log`, led by this broker alone until the metadata says
-    /// otherwise (a standalone node's partitions stay so).
-    pub fn new(topic: &str, index: i32, log: PartitionLog) -> Self {
+    /// A partition with `log`: on a `standalone` node led by it alone from the start; on a
+    /// cluster broker neither leader nor follower until the metadata assigns a role.
+    pub fn new(topic: &str, index: i32, log: PartitionLog, standalone: bool) -> Self {
         let end = log.log_end_offset();
-        let state = ReplicaState::standalone();
+        let state = if standalone {
+            ReplicaState::standalone()
+        } else {
+            ReplicaState::unassigned()
+        };
         Self {
             topic: topic.to_string(),
             index,

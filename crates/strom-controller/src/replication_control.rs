@@ -643,4 +643,86 @@ mod tests {
         assert_eq!(p.leader, BrokerId(3));
         assert_eq!(p.isr, vec![BrokerId(2), BrokerId(3)]);
     }
+
+    fn replicated(image: &MetadataImage) -> (MetadataImage, Uuid) {
+        let (records, results) = create_topics(image, &[new_topic("r", 1, 3)], 0);
+        let id = results[0].as_ref().unwrap().topic_id;
+        (image.apply_at(2, &records), id)
+    }
+
+    fn change(id: Uuid, leader_epoch: i32, partition_epoch: i32, isr: &[i32]) -> IsrChange {
+        IsrChange {
+            topic_id: id,
+            partition_id: 0,
+            leader_epoch,
+            partition_epoch,
+            new_isr: isr.iter().map(|b| BrokerId(*b)).collect(),
+        }
+    }
+
+    #[test]
+    fn alter_partition_changes_the_isr_and_bumps_the_partition_epoch_only() {
+        let (image, id) = replicated(&cluster(&[1, 2, 3]));
+        let (records, results) = alter_partition(&image, BrokerId(1), &[change(id, 0, 0, &[1, 2])]);
+        let altered = results[0].result.clone().unwrap();
+        assert_eq!((altered.leader_epoch, altered.partition_epoch), (0, 1));
+        let image = image.apply_at(3, &records);
+        let p = &image.topic("r").unwrap().partitions[0];
+        assert_eq!(p.isr, vec![BrokerId(1), BrokerId(2)]);
+        assert_eq!(
+            (p.leader_epoch, p.partition_epoch),
+            (LeaderEpoch(0), PartitionEpoch(1))
+        );
+        // The same ISR again writes nothing.
+        let (records, results) = alter_partition(&image, BrokerId(1), &[change(id, 0, 1, &[1, 2])]);
+        assert!(records.is_empty() && results[0].result.is_ok());
+    }
+
+    #[test]
+    fn alter_partition_refuses_stale_epochs_non_leaders_and_ineligible_replicas() {
+        let (image, id) = replicated(&cluster(&[1, 2, 3]));
+        let code = |broker: i32, c: IsrChange| {
+            alter_partition(&image, BrokerId(broker), &[c]).1[0]
+                .result
+                .clone()
+                .unwrap_err()
+                .code
+        };
+        assert_eq!(
+            code(1, change(id, 0, 5, &[1])),
+            codes::INVALID_UPDATE_VERSION
+        );
+        assert_eq!(code(1, change(id, 3, 0, &[1])), codes::FENCED_LEADER_EPOCH);
+        assert_eq!(code(2, change(id, 0, 0, &[2])), codes::INVALID_REQUEST);
+        assert_eq!(code(1, change(id, 0, 0, &[2, 3])), codes::INVALID_REQUEST);
+        assert_eq!(code(1, change(id, 0, 0, &[1, 4])), codes::INVALID_REQUEST);
+        assert_eq!(
+            code(1, change(Uuid::new_v4(), 0, 0, &[1])),
+            codes::UNKNOWN_TOPIC_ID
+        );
+        // A fenced broker cannot join an ISR it is not in (KIP-841).
+        let image = image.apply_at(
+            3,
+            &[MetadataRecord::PartitionChange {
+                topic_id: id,
+                partition_id: 0,
+                leader: None,
+                isr: Some(vec![BrokerId(1), BrokerId(2)]),
+            }],
+        );
+        let image = image.apply_at(
+            4,
+            &[MetadataRecord::BrokerRegistrationChange {
+                broker_id: BrokerId(3),
+                broker_epoch: 1,
+                fenced: Some(true),
+                in_controlled_shutdown: None,
+            }],
+        );
+        let (_, results) = alter_partition(&image, BrokerId(1), &[change(id, 0, 1, &[1, 2, 3])]);
+        assert_eq!(
+            results[0].result.clone().unwrap_err().code,
+            codes::INELIGIBLE_REPLICA
+        );
+    }
 }

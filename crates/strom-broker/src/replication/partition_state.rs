@@ -69,6 +69,17 @@ impl ReplicaState {
         }
     }
 
+    /// A cluster broker's partition before the metadata gave it a role: it serves
+    /// nothing and fetches nothing.
+    pub fn unassigned() -> Self {
+        Self {
+            role: Role::Follower {
+                leader: BrokerId::NONE,
+            },
+            ..Self::standalone()
+        }
+    }
+
     pub fn is_leader(&self) -> bool {
         self.role == Role::Leader
     }

@@ -2,10 +2,12 @@
 //! figures printed beside the published ones, with JSON and HTML reports;
 //! `strom bench consumer-scaling` runs seed 004 the same way; `strom bench partitions`
 //! measures partition density on one broker (issue 8); `strom bench quorum` times metadata
-//! propagation and controller failover on a local cluster.
+//! propagation and controller failover on a local cluster; `strom bench faults` checks
+//! that no acknowledged record is lost under kill -9, SIGTERM and SIGSTOP.
 
 pub mod args;
 pub mod consumer_scaling;
+pub mod faults;
 pub mod partitions;
 pub mod quorum;
 pub mod seeds;
@@ -35,6 +37,7 @@ pub fn main(argv: Vec<String>) -> ExitCode {
     match argv.split_first() {
         Some((first, rest)) if first == "partitions" => partitions::main(rest),
         Some((first, rest)) if first == "quorum" => quorum::main(rest),
+        Some((first, rest)) if first == "faults" => faults::main(rest),
         Some((first, rest)) if first == "consumer-scaling" => command(
             "bench consumer-scaling",
             rest,

@@ -1,0 +1,482 @@
+//! `strom bench faults`: the replication promise under real faults, checked from outside
+//! as Jepsen checks it. A local cluster of combined nodes hosts a topic of replication
+//! factor 3 with `min.insync.replicas=2`; a librdkafka producer (idempotent, acks=all by
+//! default) writes numbered records while a nemesis, one fault at a time, kills -9,
+//! SIGTERMs or SIGSTOPs a partition leader, kills a follower or the active controller,
+//! and brings it back once the fault has had its effect. Between faults every partition's
+//! ISR is whole again, so at most one replica is ever missing. Afterwards every partition
+//! is read back to its high watermark and checked: no acknowledged record lost or
+//! changed (each is at the offset it was acknowledged at), none duplicated, each
+//! partition in the order it was produced, and no two records at one offset.
+//!
+//! The test suite runs a few faults; this command runs as many as asked.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+
+use crate::kafka_rpc;
+use crate::local_cluster::{ClusterSpec, LocalCluster};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The faults the nemesis injects, in turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// kill -9 of a partition's leader, restarted after the controller fenced it.
+    KillLeader,
+    /// SIGTERM (controlled shutdown) of a partition's leader, then restarted.
+    TerminateLeader,
+    /// SIGSTOP of a partition's leader until another replica leads, then SIGCONT.
+    PauseLeader,
+    /// kill -9 of a follower of a partition, restarted at once.
+    KillFollower,
+    /// kill -9 of the active controller, restarted at once.
+    KillController,
+}
+
+pub const ALL_FAULTS: [Fault; 5] = [
+    Fault::KillLeader,
+    Fault::TerminateLeader,
+    Fault::PauseLeader,
+    Fault::KillFollower,
+    Fault::KillController,
+];
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct FaultRun {
+    pub faults: usize,
+    /// `all` or `1`.
+    pub acks: String,
+    pub partitions: i32,
+    /// Records per second the producer offers.
+    pub rate: u64,
+    /// Extra settings for every node.
+    pub extra: Vec<String>,
+}
+
+/// What the check found.
+#[derive(Debug, Default)]
+pub struct FaultReport {
+    /// Each fault, the broker it hit, and how long until the ISR was whole again.
+    pub faults: Vec<(Fault, i32, Duration)>,
+    pub sent: usize,
+    pub acknowledged: usize,
+    /// Records read back.
+    pub read: usize,
+    /// Acknowledged records not at their offset (missing or another record there).
+    pub lost: Vec<(usize, i32, i64)>,
+    /// Records read more than once.
+    pub duplicated: Vec<usize>,
+    /// Partitions whose records are not in the order they were produced.
+    pub reordered: Vec<i32>,
+    /// Failed deliveries, by error.
+    pub failed: BTreeMap<String, usize>,
+}
+
+impl FaultReport {
+    /// Whether the run kept every promise of acks=all.
+    pub fn holds(&self) -> bool {
+        self.lost.is_empty() && self.duplicated.is_empty() && self.reordered.is_empty()
+    }
+
+    pub fn print(&self) {
+        for (fault, broker, took) in &self.faults {
+            println!(
+                "{:<16} broker {broker}   ISR whole again after {:>7.1} ms",
+                format!("{fault:?}"),
+                took.as_secs_f64() * 1000.0
+            );
+        }
+        println!(
+            "records: {} sent, {} acknowledged, {} failed {:?}, {} read back",
+            self.sent,
+            self.acknowledged,
+            self.failed.values().sum::<usize>(),
+            self.failed,
+            self.read
+        );
+        println!(
+            "acknowledged records lost or changed: {}   duplicated: {}   partitions out of order: {}",
+            self.lost.len(),
+            self.duplicated.len(),
+            self.reordered.len()
+        );
+        for (i, p, o) in self.lost.iter().take(10) {
+            println!("  lost: record {i} acknowledged at {p}/{o}");
+        }
+    }
+}
+
+/// Delivery reports by record number: (partition, offset) or the error.
+#[derive(Default)]
+struct Deliveries(Mutex<BTreeMap<usize, Result<(i32, i64), String>>>);
+
+impl ClientContext for Deliveries {}
+
+impl ProducerContext for Deliveries {
+    type DeliveryOpaque = Box<usize>;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, index: Self::DeliveryOpaque) {
+        let outcome = match result {
+            Ok(m) => Ok((m.partition(), m.offset())),
+            Err((e, _)) => Err(e.to_string()),
+        };
+        self.0.lock().expect("deliveries").insert(*index, outcome);
+    }
+}
+
+/// Each partition's (leader, replicas, ISR) as broker `addr` reports it.
+fn partitions(addr: &str, topic: &str) -> Result<Vec<(i32, Vec<i32>, Vec<i32>)>> {
+    let metadata = kafka_rpc::metadata(addr, Duration::from_secs(5))?;
+    let t = metadata
+        .topics
+        .iter()
+        .find(|t| t.name.as_ref().is_some_and(|n| n.as_str() == topic))
+        .context("topic not in metadata")?;
+    let mut out: Vec<_> = t
+        .partitions
+        .iter()
+        .map(|p| {
+            (
+                p.partition_index,
+                (
+                    p.leader_id.0,
+                    p.replica_nodes.iter().map(|b| b.0).collect(),
+                    p.isr_nodes.iter().map(|b| b.0).collect(),
+                ),
+            )
+        })
+        .collect();
+    out.sort_by_key(|(i, _)| *i);
+    Ok(out.into_iter().map(|(_, p)| p).collect())
+}
+
+/// Polls `condition` every 10 ms for up to [`TIMEOUT`].
+fn poll(what: &str, mut condition: impl FnMut() -> bool) -> Result<()> {
+    let deadline = Instant::now() + TIMEOUT;
+    while !condition() {
+        if Instant::now() > deadline {
+            bail!("{what} did not happen within {TIMEOUT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(())
+}
+
+/// Waits until every broker is listed and every partition has a leader and its whole
+/// replica set in the ISR.
+fn wait_whole(cluster: &LocalCluster, topic: &str) -> Result<()> {
+    cluster.wait_until_ready(TIMEOUT)?;
+    poll("every ISR whole", || {
+        partitions(&cluster.bootstrap(), topic).is_ok_and(|ps| {
+            ps.iter()
+                .all(|(leader, replicas, isr)| *leader >= 0 && isr.len() == replicas.len())
+        })
+    })
+}
+
+/// Injects `fault` on partition `p` and undoes it; returns the broker it hit.
+fn inject(cluster: &mut LocalCluster, topic: &str, fault: Fault, p: usize) -> Result<i32> {
+    let state = partitions(&cluster.bootstrap(), topic)?;
+    let (leader, replicas, _) = state.get(p).context("partition")?.clone();
+    match fault {
+        Fault::KillLeader | Fault::TerminateLeader | Fault::PauseLeader => {
+            match fault {
+                Fault::KillLeader => cluster.kill9(leader)?,
+                Fault::TerminateLeader => {
+                    cluster.terminate(leader)?;
+                }
+                _ => cluster.pause(leader, true)?,
+            }
+            let survivor = cluster
+                .nodes
+                .iter()
+                .find(|n| n.id != leader && cluster.is_running(n.id))
+                .map(|n| format!("127.0.0.1:{}", n.port))
+                .context("a surviving broker")?;
+            poll("a new leader", || {
+                partitions(&survivor, topic)
+                    .is_ok_and(|ps| ps.get(p).is_some_and(|(l, _, _)| *l >= 0 && *l != leader))
+            })?;
+            if fault == Fault::PauseLeader {
+                cluster.pause(leader, false)?;
+            } else {
+                cluster.restart(leader)?;
+            }
+            Ok(leader)
+        }
+        Fault::KillFollower => {
+            let follower = *replicas
+                .iter()
+                .find(|b| **b != leader)
+                .context("a follower")?;
+            cluster.kill9(follower)?;
+            cluster.restart(follower)?;
+            Ok(follower)
+        }
+        Fault::KillController => {
+            let controller = cluster.active_controller()?;
+            cluster.kill9(controller)?;
+            cluster.restart(controller)?;
+            Ok(controller)
+        }
+    }
+}
+
+/// Runs the faults against a cluster started from `binary` and checks the result.
+pub fn run_faults(binary: &Path, run: &FaultRun) -> Result<FaultReport> {
+    let mut extra = vec![
+        "broker.session.timeout.ms=3000".to_string(),
+        "broker.heartbeat.interval.ms=500".to_string(),
+        "replica.lag.time.max.ms=3000".to_string(),
+    ];
+    extra.extend(run.extra.iter().cloned());
+    let spec = ClusterSpec {
+        brokers: 3,
+        controllers: 0,
+        extra,
+    };
+    let mut cluster = LocalCluster::start_with(binary, &spec, None)?;
+    let topic = "faults";
+    let created = std::process::Command::new(binary)
+        .args([
+            "topics",
+            "--bootstrap-server",
+            &cluster.bootstrap(),
+            "--create",
+        ])
+        .args([
+            "--topic",
+            topic,
+            "--partitions",
+            &run.partitions.to_string(),
+        ])
+        .args([
+            "--replication-factor",
+            "3",
+            "--config",
+            "min.insync.replicas=2",
+        ])
+        .output()?;
+    if !created.status.success() {
+        bail!(
+            "creating the topic failed: {}",
+            String::from_utf8_lossy(&created.stderr)
+        );
+    }
+    wait_whole(&cluster, topic)?;
+
+    let idempotent = run.acks == "all";
+    let producer: BaseProducer<Deliveries> = ClientConfig::new()
+        .set("bootstrap.servers", cluster.bootstrap())
+        .set("acks", &run.acks)
+        .set("enable.idempotence", idempotent.to_string())
+        .set("linger.ms", "5")
+        .set("message.timeout.ms", "120000")
+        .set("request.timeout.ms", "10000")
+        .set("topic.metadata.refresh.interval.ms", "1000")
+        .create_with_context(Deliveries::default())?;
+    let producer = Arc::new(producer);
+    let stop = Arc::new(AtomicBool::new(false));
+    let partition_count = run.partitions;
+    let interval = Duration::from_secs_f64(1.0 / run.rate.max(1) as f64);
+    let sender = {
+        let producer = producer.clone();
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut sent = 0usize;
+            let started = Instant::now();
+            while !stop.load(Ordering::Acquire) {
+                let value = sent.to_string();
+                let record = BaseRecord::with_opaque_to(topic, Box::new(sent))
+                    .payload(&value)
+                    .key(&value)
+                    .partition(sent as i32 % partition_count);
+                match producer.send(record) {
+                    Ok(()) => sent += 1,
+                    Err(_) => {
+                        producer.poll(Duration::from_millis(10));
+                        continue;
+                    }
+                }
+                producer.poll(Duration::ZERO);
+                let due = started + interval * sent as u32;
+                if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                    producer.poll(wait);
+                }
+            }
+            sent
+        })
+    };
+
+    let mut report = FaultReport::default();
+    for round in 0..run.faults {
+        let fault = ALL_FAULTS[round % ALL_FAULTS.len()];
+        let started = Instant::now();
+        let broker = inject(&mut cluster, topic, fault, round % run.partitions as usize)
+            .with_context(|| format!("fault {round} ({fault:?})"))?;
+        wait_whole(&cluster, topic).with_context(|| format!("after fault {round} ({fault:?})"))?;
+        report.faults.push((fault, broker, started.elapsed()));
+    }
+    stop.store(true, Ordering::Release);
+    report.sent = sender.join().expect("producer thread");
+    producer.flush(TIMEOUT)?;
+    let deliveries = std::mem::take(&mut *producer.context().0.lock().expect("deliveries"));
+    let mut acknowledged: BTreeMap<usize, (i32, i64)> = BTreeMap::new();
+    for (i, outcome) in deliveries {
+        match outcome {
+            Ok(at) => {
+                acknowledged.insert(i, at);
+            }
+            Err(e) => *report.failed.entry(e).or_default() += 1,
+        }
+    }
+    report.acknowledged = acknowledged.len();
+
+    let read = read_back(&cluster.bootstrap(), topic, run.partitions)?;
+    check(&mut report, &acknowledged, &read, idempotent);
+    Ok(report)
+}
+
+/// Every record of every partition up to its high watermark: (partition, offset) → value.
+fn read_back(bootstrap: &str, topic: &str, partitions: i32) -> Result<BTreeMap<(i32, i64), usize>> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "faults-check")
+        .set("enable.auto.commit", "false")
+        .create()?;
+    let mut assignment = TopicPartitionList::new();
+    let mut ends = BTreeMap::new();
+    for p in 0..partitions {
+        let (_, high) = consumer.fetch_watermarks(topic, p, TIMEOUT)?;
+        ends.insert(p, high);
+        assignment.add_partition_offset(topic, p, Offset::Beginning)?;
+    }
+    consumer.assign(&assignment)?;
+    let mut read = BTreeMap::new();
+    let mut positions: BTreeMap<i32, i64> = BTreeMap::new();
+    let deadline = Instant::now() + TIMEOUT;
+    while ends
+        .iter()
+        .any(|(p, end)| positions.get(p).map_or(*end > 0, |o| o + 1 < *end))
+    {
+        if Instant::now() > deadline {
+            bail!("reading back did not reach the high watermarks {ends:?} (at {positions:?})");
+        }
+        let Some(message) = consumer.poll(Duration::from_millis(100)) else {
+            continue;
+        };
+        let message = message?;
+        let value: usize = std::str::from_utf8(message.payload().unwrap_or_default())?
+            .parse()
+            .context("record value")?;
+        if read
+            .insert((message.partition(), message.offset()), value)
+            .is_some()
+        {
+            bail!(
+                "two records at offset {} of partition {}",
+                message.offset(),
+                message.partition()
+            );
+        }
+        positions.insert(message.partition(), message.offset());
+    }
+    Ok(read)
+}
+
+/// Jepsen's checks of what was read against what was acknowledged.
+fn check(
+    report: &mut FaultReport,
+    acknowledged: &BTreeMap<usize, (i32, i64)>,
+    read: &BTreeMap<(i32, i64), usize>,
+    idempotent: bool,
+) {
+    report.read = read.len();
+    for (i, (p, o)) in acknowledged {
+        if read.get(&(*p, *o)) != Some(i) {
+            report.lost.push((*i, *p, *o));
+        }
+    }
+    let mut seen = BTreeSet::new();
+    let mut last: BTreeMap<i32, usize> = BTreeMap::new();
+    let mut reordered = BTreeSet::new();
+    for ((p, _), value) in read {
+        if !seen.insert(*value) {
+            report.duplicated.push(*value);
+        }
+        if idempotent && last.get(p).is_some_and(|prev| prev >= value) {
+            reordered.insert(*p);
+        }
+        last.insert(*p, *value);
+    }
+    report.reordered = reordered.into_iter().collect();
+}
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "strom bench faults",
+    about = "Acknowledged records under kill -9, SIGTERM and SIGSTOP of leaders, followers and the controller"
+)]
+struct Args {
+    /// Faults to inject, one after another (kill -9, SIGTERM and SIGSTOP of a leader,
+    /// kill -9 of a follower and of the active controller, in turn).
+    #[arg(long, default_value_t = 100)]
+    faults: usize,
+    /// The producer's acks: `all` (idempotent) or `1`.
+    #[arg(long, default_value = "all")]
+    acks: String,
+    #[arg(long, default_value_t = 3)]
+    partitions: i32,
+    /// Records per second offered.
+    #[arg(long, default_value_t = 2000)]
+    rate: u64,
+    /// Extra settings for every node, `key=value` (repeatable).
+    #[arg(long = "override")]
+    overrides: Vec<String>,
+}
+
+pub fn main(argv: &[String]) -> ExitCode {
+    super::clap_command::<Args>("strom bench faults", argv, cli)
+}
+
+fn cli(args: &Args) -> Result<()> {
+    if args.acks != "all" && args.acks != "1" {
+        bail!("--acks must be all or 1");
+    }
+    let binary = std::env::current_exe()?;
+    eprintln!(
+        "strom bench faults: 3 combined nodes, RF 3, min.insync.replicas 2, acks={}, {} faults...",
+        args.acks, args.faults
+    );
+    let started = Instant::now();
+    let report = run_faults(
+        &binary,
+        &FaultRun {
+            faults: args.faults,
+            acks: args.acks.clone(),
+            partitions: args.partitions,
+            rate: args.rate,
+            extra: args.overrides.clone(),
+        },
+    )?;
+    report.print();
+    println!("took {:.0} s", started.elapsed().as_secs_f64());
+    if !report.holds() {
+        bail!("the replication promise did not hold");
+    }
+    Ok(())
+}

@@ -1,0 +1,397 @@
+//! Replication between real `strom` processes (issue "Cluster, part 2"): acknowledged
+//! acks=all records survive kill -9, SIGTERM and SIGSTOP of leaders, followers and the
+//! active controller, checked from outside as Jepsen checks (the fault harness of
+//! `strom bench faults`, at a small scale); acks=1 loses records a leader acknowledged
+//! alone while acks=all does not acknowledge them; an ISR below `min.insync.replicas`
+//! refuses acks=all writes with NOT_ENOUGH_REPLICAS; followers leave the ISR when they
+//! die and rejoin when they return, as kcat shows; leader epochs fence stale requests and
+//! a broker that is not a replica cannot fetch as one. Every wait polls its condition.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use common::client::create_replicated_topic;
+use common::cluster::TestCluster;
+use common::raw::Conn;
+use common::wait_until;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ReplicaState};
+use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse};
+use kafka_protocol::ResponseError;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::RDKafkaErrorCode;
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use strom_perf::bench::faults::{run_faults, Fault, FaultRun, ALL_FAULTS};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Settings that make failures show quickly: a broker is fenced 3 s after its last
+/// heartbeat, a follower leaves the ISR 3 s after it last caught up.
+const FAST: &[&str] = &[
+    "broker.session.timeout.ms=3000",
+    "broker.heartbeat.interval.ms=500",
+    "replica.lag.time.max.ms=3000",
+];
+
+/// Each partition's (leader, replicas, ISR) as the first broker of `bootstrap` reports it.
+fn partitions(bootstrap: &str, topic: &str) -> Vec<(i32, Vec<i32>, Vec<i32>)> {
+    let addr = bootstrap.split(',').next().expect("a broker");
+    let metadata = TestCluster::metadata(addr);
+    let t = metadata
+        .topics
+        .iter()
+        .find(|t| t.name.as_ref().is_some_and(|n| n.as_str() == topic))
+        .expect("topic in metadata");
+    t.partitions
+        .iter()
+        .map(|p| {
+            (
+                p.leader_id.0,
+                p.replica_nodes.iter().map(|b| b.0).collect(),
+                p.isr_nodes.iter().map(|b| b.0).collect(),
+            )
+        })
+        .collect()
+}
+
+fn wait_for_isr(addr: &str, topic: &str, isr_len: usize) {
+    assert!(
+        wait_until(TIMEOUT, || partitions(addr, topic)
+            .iter()
+            .all(|(l, _, isr)| *l >= 0 && isr.len() == isr_len)),
+        "ISRs of {isr_len}: {:?}",
+        partitions(addr, topic)
+    );
+}
+
+#[test]
+fn acknowledged_records_survive_kill_sigterm_and_sigstop_of_leaders_followers_and_the_controller() {
+    // The harness starts its own cluster; hold the one-cluster-at-a-time lock meanwhile.
+    let _serial = TestCluster::serial();
+    let report = run_faults(
+        Path::new(env!("CARGO_BIN_EXE_strom")),
+        &FaultRun {
+            faults: ALL_FAULTS.len(),
+            acks: "all".into(),
+            partitions: 3,
+            rate: 500,
+            extra: Vec::new(),
+        },
+    )
+    .expect("the fault run");
+    report.print();
+    let injected: Vec<Fault> = report.faults.iter().map(|f| f.0).collect();
+    assert_eq!(injected, ALL_FAULTS);
+    assert!(
+        report.acknowledged > 100,
+        "{} acknowledged",
+        report.acknowledged
+    );
+    assert!(
+        report.lost.is_empty(),
+        "acknowledged records lost: {:?}",
+        report.lost
+    );
+    assert!(
+        report.duplicated.is_empty(),
+        "duplicated: {:?}",
+        report.duplicated
+    );
+    assert!(
+        report.reordered.is_empty(),
+        "reordered: {:?}",
+        report.reordered
+    );
+    assert!(report.read >= report.acknowledged);
+}
+
+/// Delivery reports by record number.
+#[derive(Default)]
+struct Deliveries(Mutex<BTreeMap<usize, Result<i64, RDKafkaErrorCode>>>);
+
+impl ClientContext for Deliveries {}
+
+impl ProducerContext for Deliveries {
+    type DeliveryOpaque = Box<usize>;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, index: Self::DeliveryOpaque) {
+        let outcome = match result {
+            Ok(m) => Ok(m.offset()),
+            Err((e, _)) => Err(e.rdkafka_error_code().unwrap_or(RDKafkaErrorCode::Unknown)),
+        };
+        self.0.lock().unwrap().insert(*index, outcome);
+    }
+}
+
+/// A producer whose delivery reports carry the broker's error: no retries.
+fn producer(bootstrap: &str, acks: &str, timeout_ms: &str) -> BaseProducer<Deliveries> {
+    ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("retries", "0")
+        .set("acks", acks)
+        .set("enable.idempotence", "false")
+        .set("linger.ms", "0")
+        .set("message.timeout.ms", timeout_ms)
+        .create_with_context(Deliveries::default())
+        .expect("producer")
+}
+
+/// Sends `values` to partition 0 of `topic` and waits for every delivery report.
+fn send_all(producer: &BaseProducer<Deliveries>, topic: &str, values: std::ops::Range<usize>) {
+    let count = values.len();
+    producer.context().0.lock().unwrap().clear();
+    for i in values {
+        let value = i.to_string();
+        producer
+            .send(
+                BaseRecord::<str, str, _>::with_opaque_to(topic, Box::new(i))
+                    .payload(value.as_str())
+                    .partition(0),
+            )
+            .expect("send");
+    }
+    assert!(
+        wait_until(TIMEOUT, || {
+            producer.poll(Duration::from_millis(10));
+            producer.context().0.lock().unwrap().len() == count
+        }),
+        "delivery reports"
+    );
+}
+
+/// The values of partition 0 of `topic`, read from the start to its high watermark.
+fn read_values(bootstrap: &str, topic: &str) -> Vec<usize> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "replication-check")
+        .create()
+        .expect("consumer");
+    let (_, high) = consumer
+        .fetch_watermarks(topic, 0, TIMEOUT)
+        .expect("watermarks");
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset(topic, 0, Offset::Beginning)
+        .unwrap();
+    consumer.assign(&assignment).unwrap();
+    let mut values = Vec::new();
+    let mut next = 0;
+    assert!(
+        wait_until(TIMEOUT, || {
+            if next >= high {
+                return true;
+            }
+            if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
+                values.push(
+                    std::str::from_utf8(m.payload().unwrap())
+                        .unwrap()
+                        .parse()
+                        .unwrap(),
+                );
+                next = m.offset() + 1;
+            }
+            false
+        }),
+        "reading {topic} to {high}"
+    );
+    values
+}
+
+/// Pauses both followers of partition 0 of `topic`, sends `values` with `acks`, kills the
+/// leader, resumes the followers, waits for one of them to lead and for the old leader to
+/// rejoin, and returns (records acknowledged, acknowledged records not read back).
+fn leader_dies_alone_with(
+    cluster: &mut TestCluster,
+    topic: &str,
+    acks: &str,
+    values: std::ops::Range<usize>,
+) -> (usize, usize) {
+    let addr = cluster.bootstrap();
+    let (leader, replicas, _) = partitions(&addr, topic)[0].clone();
+    let producer = producer(&addr, acks, "4000");
+    // A first record, acknowledged by all, so the producer knows the leader.
+    send_all(&producer, topic, 1_000_000..1_000_001);
+    let followers: Vec<i32> = replicas.into_iter().filter(|b| *b != leader).collect();
+    for f in &followers {
+        cluster.pause(*f, true).unwrap();
+    }
+    send_all(&producer, topic, values);
+    let acknowledged: Vec<usize> = producer
+        .context()
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, r)| r.is_ok())
+        .map(|(i, _)| *i)
+        .collect();
+    cluster.kill9(leader).unwrap();
+    for f in &followers {
+        cluster.pause(*f, false).unwrap();
+    }
+    let survivor = cluster.broker_other_than(leader);
+    assert!(
+        wait_until(TIMEOUT, || {
+            let l = partitions(&survivor, topic)[0].0;
+            l >= 0 && l != leader
+        }),
+        "a follower leads"
+    );
+    cluster.restart(leader).unwrap();
+    wait_for_isr(&cluster.bootstrap(), topic, 3);
+    let read = read_values(&cluster.bootstrap(), topic);
+    let lost = acknowledged.iter().filter(|i| !read.contains(i)).count();
+    (acknowledged.len(), lost)
+}
+
+#[test]
+fn acks_one_loses_what_a_leader_acknowledged_alone_and_acks_all_never_acknowledges_it() {
+    let mut cluster = TestCluster::combined(3, FAST);
+    let addr = cluster.bootstrap();
+    create_replicated_topic(&addr, "acks-one", 1, 3, &[]);
+    create_replicated_topic(&addr, "acks-all", 1, 3, &[("min.insync.replicas", "2")]);
+    wait_for_isr(&addr, "acks-one", 3);
+    wait_for_isr(&addr, "acks-all", 3);
+
+    // acks=1: the leader acknowledges records no follower has, then dies; a follower
+    // becomes leader without them and the old leader truncates them when it returns.
+    let (acknowledged, lost) = leader_dies_alone_with(&mut cluster, "acks-one", "1", 0..20);
+    assert_eq!((acknowledged, lost), (20, 20), "acks=1: acknowledged, lost");
+
+    // acks=all: the same records are never acknowledged, so nothing acknowledged is lost.
+    let (acknowledged, lost) = leader_dies_alone_with(&mut cluster, "acks-all", "all", 0..20);
+    assert_eq!((acknowledged, lost), (0, 0), "acks=all: acknowledged, lost");
+}
+
+#[test]
+fn an_isr_below_min_insync_refuses_acks_all_and_followers_leave_and_rejoin_the_isr() {
+    let mut cluster = TestCluster::combined(3, FAST);
+    let addr = cluster.bootstrap();
+    create_replicated_topic(&addr, "strict", 1, 3, &[("min.insync.replicas", "3")]);
+    wait_for_isr(&addr, "strict", 3);
+    let (leader, replicas, _) = partitions(&addr, "strict")[0].clone();
+    let follower = *replicas.iter().find(|b| **b != leader).unwrap();
+    let all = producer(&addr, "all", "3000");
+    send_all(&all, "strict", 0..5);
+    assert!(all.context().0.lock().unwrap().values().all(Result::is_ok));
+
+    // kcat sees the follower leave the ISR once it is fenced...
+    cluster.kill9(follower).unwrap();
+    let kcat_isrs = |bootstrap: &str| -> Vec<i64> {
+        let out = Command::new("kcat")
+            .args(["-b", bootstrap, "-L", "-J", "-t", "strict"])
+            .output()
+            .expect("kcat");
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        let mut isrs: Vec<i64> = json["topics"][0]["partitions"][0]["isrs"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|v| v["id"].as_i64()).collect())
+            .unwrap_or_default();
+        isrs.sort_unstable();
+        isrs
+    };
+    let survivor = cluster.broker_other_than(follower);
+    assert!(
+        wait_until(TIMEOUT, || kcat_isrs(&survivor).len() == 2),
+        "ISR after the follower died: {:?}",
+        kcat_isrs(&survivor)
+    );
+    assert!(!kcat_isrs(&survivor).contains(&i64::from(follower)));
+
+    // ... so acks=all is refused with NOT_ENOUGH_REPLICAS, while acks=1 is accepted.
+    let all = producer(&survivor, "all", "2000");
+    send_all(&all, "strict", 5..6);
+    assert_eq!(
+        all.context().0.lock().unwrap()[&5],
+        Err(RDKafkaErrorCode::NotEnoughReplicas)
+    );
+    let one = producer(&survivor, "1", "10000");
+    send_all(&one, "strict", 6..7);
+    assert!(one.context().0.lock().unwrap()[&6].is_ok());
+
+    // The follower returns, catches up and rejoins; acks=all works again and every
+    // acknowledged record is there.
+    cluster.restart(follower).unwrap();
+    assert!(
+        wait_until(TIMEOUT, || kcat_isrs(&survivor).len() == 3),
+        "ISR after the follower returned: {:?}",
+        kcat_isrs(&survivor)
+    );
+    let all = producer(&cluster.bootstrap(), "all", "10000");
+    send_all(&all, "strict", 7..8);
+    assert!(all.context().0.lock().unwrap()[&7].is_ok());
+    assert_eq!(
+        read_values(&cluster.bootstrap(), "strict"),
+        vec![0, 1, 2, 3, 4, 6, 7]
+    );
+}
+
+/// A Fetch of partition 0 of `topic` (by id) from `replica_id` (-1: a consumer) with
+/// `current_leader_epoch`.
+fn fetch(addr: &str, topic: &str, replica_id: i32, current_leader_epoch: i32) -> FetchResponse {
+    let metadata = TestCluster::metadata(addr);
+    let topic_id = metadata
+        .topics
+        .iter()
+        .find(|t| t.name.as_ref().is_some_and(|n| n.as_str() == topic))
+        .unwrap()
+        .topic_id;
+    let request = FetchRequest::default()
+        .with_replica_state(ReplicaState::default().with_replica_id(BrokerId(replica_id)))
+        .with_max_wait_ms(0)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic_id(topic_id)
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_current_leader_epoch(current_leader_epoch)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1 << 20)])]);
+    Conn::connect(addr).call(ApiKey::Fetch, 15, &request)
+}
+
+#[test]
+fn leader_epochs_fence_stale_requests_and_only_replicas_fetch_as_followers() {
+    let mut cluster = TestCluster::combined(3, FAST);
+    let addr = cluster.bootstrap();
+    create_replicated_topic(&addr, "epochs", 1, 2, &[]);
+    wait_for_isr(&addr, "epochs", 2);
+    let (leader, replicas, _) = partitions(&addr, "epochs")[0].clone();
+    let leader_addr = format!("127.0.0.1:{}", cluster.node(leader).port);
+    let code = |r: FetchResponse| r.responses[0].partitions[0].error_code;
+    assert_eq!(code(fetch(&leader_addr, "epochs", -1, 0)), 0);
+    assert_eq!(
+        code(fetch(&leader_addr, "epochs", -1, 1)),
+        ResponseError::UnknownLeaderEpoch.code()
+    );
+    let outsider = (1..=3).find(|b| !replicas.contains(b)).unwrap();
+    assert_eq!(
+        code(fetch(&leader_addr, "epochs", outsider, -1)),
+        ResponseError::NotLeaderOrFollower.code()
+    );
+
+    // A leader change bumps the epoch: the old one is fenced on the new leader.
+    cluster.kill9(leader).unwrap();
+    let survivor = cluster.broker_other_than(leader);
+    assert!(
+        wait_until(TIMEOUT, || {
+            let l = partitions(&survivor, "epochs")[0].0;
+            l >= 0 && l != leader
+        }),
+        "a new leader"
+    );
+    let new_leader = partitions(&survivor, "epochs")[0].0;
+    let new_addr = format!("127.0.0.1:{}", cluster.node(new_leader).port);
+    assert_eq!(
+        code(fetch(&new_addr, "epochs", -1, 0)),
+        ResponseError::FencedLeaderEpoch.code()
+    );
+    assert_eq!(code(fetch(&new_addr, "epochs", -1, 1)), 0);
+}
