@@ -5,7 +5,8 @@
 //! alone while acks=all does not acknowledge them; an ISR below `min.insync.replicas`
 //! refuses acks=all writes with NOT_ENOUGH_REPLICAS; followers leave the ISR when they
 //! die and rejoin when they return, as kcat shows; leader epochs fence stale requests and
-//! a broker that is not a replica cannot fetch as one. Every wait polls its condition.
+//! a broker that is not a replica cannot fetch as one; ElectLeaders moves leadership back
+//! to the preferred replica. Every wait polls its condition.
 
 mod common;
 
@@ -19,8 +20,11 @@ use common::client::create_replicated_topic;
 use common::cluster::TestCluster;
 use common::raw::Conn;
 use common::wait_until;
+use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ReplicaState};
-use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, ElectLeadersRequest, ElectLeadersResponse, FetchRequest, FetchResponse,
+};
 use kafka_protocol::ResponseError;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -40,8 +44,11 @@ const FAST: &[&str] = &[
     "replica.lag.time.max.ms=3000",
 ];
 
+/// A partition's leader, replicas and ISR.
+type PartitionState = (i32, Vec<i32>, Vec<i32>);
+
 /// Each partition's (leader, replicas, ISR) as the first broker of `bootstrap` reports it.
-fn partitions(bootstrap: &str, topic: &str) -> Vec<(i32, Vec<i32>, Vec<i32>)> {
+fn partitions(bootstrap: &str, topic: &str) -> Vec<PartitionState> {
     let addr = bootstrap.split(',').next().expect("a broker");
     let metadata = TestCluster::metadata(addr);
     let t = metadata
@@ -394,4 +401,57 @@ fn leader_epochs_fence_stale_requests_and_only_replicas_fetch_as_followers() {
         ResponseError::FencedLeaderEpoch.code()
     );
     assert_eq!(code(fetch(&new_addr, "epochs", -1, 1)), 0);
+}
+
+/// ElectLeaders PREFERRED of partition 0 of `topic` through `addr`: its error code.
+fn elect_preferred(addr: &str, topic: &str) -> i16 {
+    let request = ElectLeadersRequest::default()
+        .with_election_type(0)
+        .with_timeout_ms(30_000)
+        .with_topic_partitions(Some(vec![TopicPartitions::default()
+            .with_topic(common::raw::topic_name(topic))
+            .with_partitions(vec![0])]));
+    let response: ElectLeadersResponse =
+        Conn::connect(addr).call(ApiKey::ElectLeaders, 2, &request);
+    assert_eq!(response.error_code, 0);
+    response.replica_election_results[0].partition_result[0].error_code
+}
+
+#[test]
+fn elect_leaders_moves_leadership_back_to_the_preferred_replica() {
+    let mut cluster =
+        TestCluster::combined(3, &[FAST, &["auto.leader.rebalance.enable=false"]].concat());
+    let addr = cluster.bootstrap();
+    create_replicated_topic(&addr, "preferred", 1, 3, &[]);
+    wait_for_isr(&addr, "preferred", 3);
+    let (preferred, replicas, _) = partitions(&addr, "preferred")[0].clone();
+    assert_eq!(preferred, replicas[0]);
+    let any = cluster.broker_other_than(-1);
+    assert_eq!(
+        elect_preferred(&any, "preferred"),
+        ResponseError::ElectionNotNeeded.code()
+    );
+
+    cluster.kill9(preferred).unwrap();
+    let survivor = cluster.broker_other_than(preferred);
+    assert!(
+        wait_until(TIMEOUT, || {
+            let l = partitions(&survivor, "preferred")[0].0;
+            l >= 0 && l != preferred
+        }),
+        "another leader"
+    );
+    assert_eq!(
+        elect_preferred(&survivor, "preferred"),
+        ResponseError::PreferredLeaderNotAvailable.code()
+    );
+    cluster.restart(preferred).unwrap();
+    wait_for_isr(&survivor, "preferred", 3);
+    assert_ne!(partitions(&survivor, "preferred")[0].0, preferred);
+    assert_eq!(elect_preferred(&survivor, "preferred"), 0);
+    assert!(
+        wait_until(TIMEOUT, || partitions(&survivor, "preferred")[0].0
+            == preferred),
+        "the preferred replica leads again"
+    );
 }

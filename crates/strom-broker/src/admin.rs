@@ -178,6 +178,51 @@ pub async fn create_partitions(
     }
 }
 
+/// ElectLeaders: a PREFERRED or (`unclean`) UNCLEAN election of each named partition
+/// (`None`: every partition). A standalone node's partitions have one replica, which
+/// leads already: no election is needed.
+pub async fn elect_leaders(
+    state: &BrokerState,
+    unclean: bool,
+    partitions: Option<Vec<(String, i32)>>,
+    timeout: Duration,
+) -> Result<Vec<(String, i32, Result<(), ApiError>)>, ApiError> {
+    let Some(quorum) = &state.quorum else {
+        let partitions = partitions.unwrap_or_else(|| {
+            state
+                .logs
+                .topics()
+                .iter()
+                .flat_map(|t| (0..t.partition_count()).map(|i| (t.name.clone(), i)))
+                .collect()
+        });
+        return Ok(partitions
+            .into_iter()
+            .map(|(topic, index)| {
+                let result = match state.logs.partition(&topic, index) {
+                    Some(_) => Err(ApiError::new(
+                        ResponseError::ElectionNotNeeded,
+                        format!("Leader election not needed for topic partition {topic}-{index}"),
+                    )),
+                    None => Err(ApiError::unknown_topic()),
+                };
+                (topic, index, result)
+            })
+            .collect());
+    };
+    let write = AdminWrite::ElectLeaders {
+        unclean,
+        partitions,
+    };
+    match quorum.admin(&state.metadata, write, timeout).await? {
+        AdminResult::ElectLeaders(results) => Ok(results
+            .into_iter()
+            .map(|(t, i, r)| (t, i, r.map_err(crate::quorum_channel::api_error)))
+            .collect()),
+        other => Err(unexpected(other)),
+    }
+}
+
 /// DeleteTopics for one topic.
 pub async fn delete_topic(
     state: &BrokerState,

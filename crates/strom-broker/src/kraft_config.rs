@@ -31,6 +31,8 @@ pub const KEYS: &[&str] = &[
     "controller.quorum.election.timeout.ms",
     "controller.quorum.fetch.timeout.ms",
     "default.replication.factor",
+    "auto.leader.rebalance.enable",
+    "leader.imbalance.check.interval.seconds",
 ];
 
 /// Kafka's default `listener.security.protocol.map`.
@@ -78,6 +80,10 @@ pub struct KraftConfig {
     pub election_timeout_ms: u64,
     pub fetch_timeout_ms: u64,
     pub default_replication_factor: i16,
+    /// `auto.leader.rebalance.enable`: the active controller moves leadership back to
+    /// preferred replicas every `leader.imbalance.check.interval.seconds`.
+    pub auto_leader_rebalance_enable: bool,
+    pub leader_imbalance_check_interval_seconds: u64,
 }
 
 fn invalid(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
@@ -275,6 +281,23 @@ impl KraftConfig {
             election_timeout_ms: number(props, "controller.quorum.election.timeout.ms", 1000, 0)?,
             fetch_timeout_ms: number(props, "controller.quorum.fetch.timeout.ms", 2000, 0)?,
             default_replication_factor: number(props, "default.replication.factor", 1, 1)?,
+            auto_leader_rebalance_enable: match get("auto.leader.rebalance.enable") {
+                None | Some("true") => true,
+                Some("false") => false,
+                Some(v) => {
+                    return Err(invalid(
+                        "auto.leader.rebalance.enable",
+                        v,
+                        "Expected value to be either true or false",
+                    ))
+                }
+            },
+            leader_imbalance_check_interval_seconds: number(
+                props,
+                "leader.imbalance.check.interval.seconds",
+                300,
+                1,
+            )?,
         };
         config.validate(node_id)?;
         Ok(config)

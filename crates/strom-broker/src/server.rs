@@ -330,6 +330,9 @@ async fn start_controller(config: &BrokerConfig) -> Result<ControllerPart, Broke
         election_timeout_ms: kraft.election_timeout_ms,
         fetch_timeout_ms: kraft.fetch_timeout_ms,
         broker_session_timeout_ms: kraft.broker_session_timeout_ms,
+        leader_imbalance_check_interval_ms: kraft
+            .auto_leader_rebalance_enable
+            .then_some(kraft.leader_imbalance_check_interval_seconds * 1000),
     })
     .await?;
     let (shutdown, shutdown_rx) = watch::channel(false);

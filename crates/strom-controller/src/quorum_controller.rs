@@ -56,6 +56,9 @@ pub struct QuorumConfig {
     pub election_timeout_ms: u64,
     pub fetch_timeout_ms: u64,
     pub broker_session_timeout_ms: u64,
+    /// `leader.imbalance.check.interval.seconds` in ms, or `None` when
+    /// `auto.leader.rebalance.enable` is false.
+    pub leader_imbalance_check_interval_ms: Option<u64>,
 }
 
 /// What the active controller tracks of each observer's fetches.
@@ -181,6 +184,13 @@ impl QuorumController {
         });
         tokio::spawn(controller.clone().watch_leadership());
         tokio::spawn(controller.clone().fence_expired_brokers());
+        if let Some(ms) = controller.config.leader_imbalance_check_interval_ms {
+            tokio::spawn(
+                controller
+                    .clone()
+                    .rebalance_leaders(Duration::from_millis(ms.max(1))),
+            );
+        }
         Ok(controller)
     }
 
@@ -604,6 +614,43 @@ impl QuorumController {
                     )
                 })
                 .await
+            }
+            AdminWrite::ElectLeaders {
+                unclean,
+                partitions,
+            } => {
+                self.write_with(|image, _| {
+                    let (records, results) =
+                        replication::elect_leaders(image, unclean, partitions.as_deref());
+                    Ok((records, AdminResult::ElectLeaders(results)))
+                })
+                .await
+            }
+        }
+    }
+
+    /// Moves leadership back to each partition's preferred replica every
+    /// `leader.imbalance.check.interval.seconds` while this voter leads (Kafka's
+    /// `auto.leader.rebalance.enable`).
+    async fn rebalance_leaders(self: Arc<Self>, interval: Duration) {
+        let mut shutdown = self.shutdown.subscribe();
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(interval) => {}
+                _ = shutdown.changed() => return,
+            }
+            if !self.is_leader() {
+                continue;
+            }
+            let result = self
+                .write_with(|image, _| {
+                    let records = replication::preferred_leaders(image);
+                    let moved = records.len();
+                    Ok((records, moved))
+                })
+                .await;
+            if let Ok((moved @ 1.., _)) = result {
+                tracing::info!(partitions = moved, "preferred leaders elected");
             }
         }
     }

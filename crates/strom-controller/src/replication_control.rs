@@ -16,7 +16,8 @@ use strom_metadata::{
 use uuid::Uuid;
 
 use crate::rpc::{
-    codes, AlteredPartition, CreatedTopic, IsrChange, IsrChangeResult, NewTopic, RpcError,
+    codes, AlteredPartition, CreatedTopic, ElectionResult, IsrChange, IsrChangeResult, NewTopic,
+    RpcError,
 };
 
 /// The most records one change writes in one batch (Kafka's `MAX_RECORDS_PER_BATCH`).
@@ -346,36 +347,58 @@ fn elect(
         .unwrap_or(BrokerId::NONE)
 }
 
+/// Whether `topic` may elect a replica outside its ISR when no ISR member is alive:
+/// `unclean.leader.election.enable` of the topic, else of the cluster-wide broker
+/// default (`--entity-default`), else false as in Kafka.
+pub fn unclean_allowed(image: &MetadataImage, topic: &str) -> bool {
+    const KEY: &str = "unclean.leader.election.enable";
+    image
+        .topic_configs(topic)
+        .get(KEY)
+        .or_else(|| {
+            image
+                .configs
+                .get(&ConfigResource::Broker(None))
+                .and_then(|c| c.get(KEY))
+        })
+        .is_some_and(|v| v == "true")
+}
+
+/// An unclean election: the first active replica in assignment order leads alone (its
+/// ISR is itself), at the cost of the committed records only the dead ISR had.
+fn elect_unclean(
+    p: &PartitionRegistration,
+    active: &impl Fn(BrokerId) -> bool,
+) -> Option<(BrokerId, Vec<BrokerId>)> {
+    let leader = p.replicas.iter().copied().find(|r| active(*r))?;
+    Some((leader, vec![leader]))
+}
+
 /// The partition changes after `broker` stops being usable (fenced, or in controlled
-/// shutdown): it leaves every ISR it can leave, and partitions it led get new leaders.
+/// shutdown): it leaves every ISR it can leave, and partitions it led get new leaders
+/// (out of the ISR only where unclean election is allowed).
 pub fn broker_gone(image: &MetadataImage, broker: BrokerId) -> Vec<MetadataRecord> {
     let active = |b: BrokerId| b != broker && image.is_active(b);
     let mut records = Vec::new();
     for topic in image.topics() {
+        let unclean = unclean_allowed(image, &topic.name);
         for (index, p) in topic.partitions.iter().enumerate() {
             if !p.isr.contains(&broker) && p.leader != broker {
                 continue;
             }
-            let isr: Vec<BrokerId> = if p.isr.len() > 1 {
+            let mut isr: Vec<BrokerId> = if p.isr.len() > 1 {
                 p.isr.iter().copied().filter(|b| *b != broker).collect()
             } else {
                 p.isr.clone()
             };
-            let leader = elect(p, &isr, &active);
-            let change = MetadataRecord::PartitionChange {
-                topic_id: topic.id,
-                partition_id: index as i32,
-                leader: (leader != p.leader).then_some(leader),
-                isr: (isr != p.isr).then_some(isr),
-            };
-            if !matches!(
-                &change,
-                MetadataRecord::PartitionChange {
-                    leader: None,
-                    isr: None,
-                    ..
+            let mut leader = elect(p, &isr, &active);
+            if leader == BrokerId::NONE && unclean {
+                if let Some((l, i)) = elect_unclean(p, &active) {
+                    tracing::warn!(topic = %topic.name, partition = index, leader = l.0, "unclean leader election: committed records may be lost");
+                    (leader, isr) = (l, i);
                 }
-            ) {
+            }
+            if let Some(change) = change_record(topic.id, index, p, leader, isr) {
                 records.push(change);
             }
         }
@@ -383,28 +406,163 @@ pub fn broker_gone(image: &MetadataImage, broker: BrokerId) -> Vec<MetadataRecor
     records
 }
 
+/// A `PartitionChange` from `p` to `leader` and `isr`, if anything changes.
+fn change_record(
+    topic_id: Uuid,
+    index: usize,
+    p: &PartitionRegistration,
+    leader: BrokerId,
+    isr: Vec<BrokerId>,
+) -> Option<MetadataRecord> {
+    let leader = (leader != p.leader).then_some(leader);
+    let isr = (isr != p.isr).then_some(isr);
+    (leader.is_some() || isr.is_some()).then_some(MetadataRecord::PartitionChange {
+        topic_id,
+        partition_id: index as i32,
+        leader,
+        isr,
+    })
+}
+
 /// The partition changes after `broker` becomes usable again: partitions without a
-/// leader whose ISR holds it get one.
+/// leader whose ISR holds it get one; where unclean election is allowed, so do those
+/// whose ISR is gone but of which it is a replica.
 pub fn broker_back(image: &MetadataImage, broker: BrokerId) -> Vec<MetadataRecord> {
     let active = |b: BrokerId| b == broker || image.is_active(b);
     let mut records = Vec::new();
     for topic in image.topics() {
+        let unclean = unclean_allowed(image, &topic.name);
         for (index, p) in topic.partitions.iter().enumerate() {
-            if p.has_leader() || !p.isr.contains(&broker) {
+            if p.has_leader() || !p.replicas.contains(&broker) {
                 continue;
             }
             let leader = elect(p, &p.isr, &active);
-            if leader != p.leader {
-                records.push(MetadataRecord::PartitionChange {
-                    topic_id: topic.id,
-                    partition_id: index as i32,
-                    leader: Some(leader),
-                    isr: None,
-                });
+            let change = if leader != BrokerId::NONE {
+                change_record(topic.id, index, p, leader, p.isr.clone())
+            } else if unclean {
+                elect_unclean(p, &active)
+                    .and_then(|(l, isr)| change_record(topic.id, index, p, l, isr))
+            } else {
+                None
+            };
+            records.extend(change);
+        }
+    }
+    records
+}
+
+/// Preferred-leader elections (`auto.leader.rebalance.enable`, ElectLeaders PREFERRED):
+/// partitions led by another replica than their first, while the first is active and
+/// in the ISR, move back to it, so leadership spreads as placement intended after
+/// brokers came and went.
+pub fn preferred_leaders(image: &MetadataImage) -> Vec<MetadataRecord> {
+    let mut records = Vec::new();
+    for topic in image.topics() {
+        for (index, p) in topic.partitions.iter().enumerate() {
+            if let Ok(Some(change)) = preferred_election(image, topic.id, index, p) {
+                records.push(change);
             }
         }
     }
     records
+}
+
+/// The change that makes `p`'s first replica its leader; `None` if it already is,
+/// PREFERRED_LEADER_NOT_AVAILABLE if it cannot be.
+fn preferred_election(
+    image: &MetadataImage,
+    topic_id: Uuid,
+    index: usize,
+    p: &PartitionRegistration,
+) -> Result<Option<MetadataRecord>, RpcError> {
+    let preferred = p.replicas[0];
+    if p.leader == preferred {
+        return Ok(None);
+    }
+    if !p.isr.contains(&preferred) || !image.is_active(preferred) {
+        return Err(RpcError::new(
+            codes::PREFERRED_LEADER_NOT_AVAILABLE,
+            format!(
+                "The preferred leader {} is not available (in the ISR and unfenced).",
+                preferred.0
+            ),
+        ));
+    }
+    Ok(change_record(topic_id, index, p, preferred, p.isr.clone()))
+}
+
+/// ElectLeaders (43): a PREFERRED (`unclean` false) or UNCLEAN election of each named
+/// partition (`None`: every partition), answered per partition as Kafka does —
+/// ELECTION_NOT_NEEDED when the leader is already the one the election would choose.
+pub fn elect_leaders(
+    image: &MetadataImage,
+    unclean: bool,
+    partitions: Option<&[(String, i32)]>,
+) -> (Vec<MetadataRecord>, Vec<ElectionResult>) {
+    let all: Vec<(String, i32)>;
+    let partitions = match partitions {
+        Some(p) => p,
+        None => {
+            all = image
+                .topics()
+                .flat_map(|t| (0..t.partitions.len() as i32).map(|i| (t.name.clone(), i)))
+                .collect();
+            &all
+        }
+    };
+    let mut records = Vec::new();
+    let results = partitions
+        .iter()
+        .map(|(name, index)| {
+            let result = (|| {
+                let topic = image.topic(name).ok_or_else(|| {
+                    RpcError::new(
+                        codes::UNKNOWN_TOPIC_OR_PARTITION,
+                        format!("Unknown topic {name}."),
+                    )
+                })?;
+                let p = usize::try_from(*index)
+                    .ok()
+                    .and_then(|i| topic.partitions.get(i))
+                    .ok_or_else(|| {
+                        RpcError::new(
+                            codes::UNKNOWN_TOPIC_OR_PARTITION,
+                            format!("Unknown partition {name}-{index}."),
+                        )
+                    })?;
+                let not_needed = || {
+                    RpcError::new(
+                        codes::ELECTION_NOT_NEEDED,
+                        format!("Leader election not needed for topic partition {name}-{index}"),
+                    )
+                };
+                let change = if unclean {
+                    let active = |b: BrokerId| image.is_active(b);
+                    if p.has_leader() && active(p.leader) {
+                        return Err(not_needed());
+                    }
+                    let leader = elect(p, &p.isr, &active);
+                    if leader != BrokerId::NONE {
+                        change_record(topic.id, *index as usize, p, leader, p.isr.clone())
+                    } else {
+                        let (leader, isr) = elect_unclean(p, &active).ok_or_else(|| {
+                            RpcError::new(
+                                codes::ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                                format!("No replica of {name}-{index} is alive to lead."),
+                            )
+                        })?;
+                        change_record(topic.id, *index as usize, p, leader, isr)
+                    }
+                } else {
+                    preferred_election(image, topic.id, *index as usize, p)?
+                };
+                records.push(change.ok_or_else(not_needed)?);
+                Ok(())
+            })();
+            (name.clone(), *index, result)
+        })
+        .collect();
+    (records, results)
 }
 
 /// AlterPartition from the leader `broker`: each proposed ISR is checked as Kafka's
@@ -724,5 +882,89 @@ mod tests {
             results[0].result.clone().unwrap_err().code,
             codes::INELIGIBLE_REPLICA
         );
+    }
+
+    /// Fences (`fenced`) or unfences `broker` at `offset`, with the partition changes
+    /// that follow at `offset + 1`.
+    fn set_fenced(image: &MetadataImage, offset: i64, broker: i32, fenced: bool) -> MetadataImage {
+        let id = BrokerId(broker);
+        let changed = image.apply_at(
+            offset,
+            &[MetadataRecord::BrokerRegistrationChange {
+                broker_id: id,
+                broker_epoch: image.brokers[&id].epoch,
+                fenced: Some(fenced),
+                in_controlled_shutdown: None,
+            }],
+        );
+        let follow = if fenced {
+            broker_gone(&changed, id)
+        } else {
+            broker_back(&changed, id)
+        };
+        changed.apply_at(offset + 1, &follow)
+    }
+
+    #[test]
+    fn preferred_leaders_move_back_once_their_replica_is_in_the_isr_again() {
+        let (image, _) = replicated(&cluster(&[1, 2, 3]));
+        let image = set_fenced(&image, 3, 1, true);
+        let p = &image.topic("r").unwrap().partitions[0];
+        assert_eq!((p.leader, p.leader_epoch), (BrokerId(2), LeaderEpoch(1)));
+        let image = set_fenced(&image, 5, 1, false);
+        assert!(
+            preferred_leaders(&image).is_empty(),
+            "1 is not in the ISR yet"
+        );
+        let (_, results) = elect_leaders(&image, false, Some(&[("r".into(), 0)]));
+        assert_eq!(
+            results[0].2.clone().unwrap_err().code,
+            codes::PREFERRED_LEADER_NOT_AVAILABLE
+        );
+        let id = image.topic("r").unwrap().id;
+        let rejoined = alter_partition(&image, BrokerId(2), &[change(id, 1, 1, &[2, 3, 1])]).0;
+        let image = image.apply_at(7, &rejoined);
+        let image = image.apply_at(8, &preferred_leaders(&image));
+        let p = &image.topic("r").unwrap().partitions[0];
+        assert_eq!((p.leader, p.leader_epoch), (BrokerId(1), LeaderEpoch(2)));
+        let (records, results) = elect_leaders(&image, false, None);
+        assert!(records.is_empty());
+        assert_eq!(
+            results[0].2.clone().unwrap_err().code,
+            codes::ELECTION_NOT_NEEDED
+        );
+    }
+
+    #[test]
+    fn unclean_election_only_where_the_topic_or_cluster_allows_it() {
+        let (image, id) = replicated(&cluster(&[1, 2, 3]));
+        // The ISR shrinks to the leader alone, which then dies.
+        let image = image.apply_at(
+            3,
+            &alter_partition(&image, BrokerId(1), &[change(id, 0, 0, &[1])]).0,
+        );
+        let clean = set_fenced(&image, 4, 1, true);
+        let p = &clean.topic("r").unwrap().partitions[0];
+        assert_eq!(
+            (p.leader, p.isr.clone()),
+            (BrokerId::NONE, vec![BrokerId(1)])
+        );
+        let (_, results) = elect_leaders(&clean, true, Some(&[("r".into(), 0)]));
+        assert!(
+            results[0].2.is_ok(),
+            "an explicit UNCLEAN election is always allowed"
+        );
+
+        let allowed = image.apply_at(
+            4,
+            &[MetadataRecord::Config {
+                resource: ConfigResource::Broker(None),
+                name: "unclean.leader.election.enable".into(),
+                value: Some("true".into()),
+            }],
+        );
+        let unclean = set_fenced(&allowed, 5, 1, true);
+        let p = &unclean.topic("r").unwrap().partitions[0];
+        assert_eq!((p.leader, p.isr.clone()), (BrokerId(2), vec![BrokerId(2)]));
     }
 }

@@ -40,6 +40,9 @@ pub mod codes {
     pub const TOPIC_ALREADY_EXISTS: i16 = 36;
     pub const FENCED_LEADER_EPOCH: i16 = 74;
     pub const STALE_BROKER_EPOCH: i16 = 77;
+    pub const PREFERRED_LEADER_NOT_AVAILABLE: i16 = 80;
+    pub const ELIGIBLE_LEADERS_NOT_AVAILABLE: i16 = 83;
+    pub const ELECTION_NOT_NEEDED: i16 = 84;
     pub const INVALID_UPDATE_VERSION: i16 = 95;
     pub const UNKNOWN_TOPIC_ID: i16 = 100;
     pub const UNKNOWN_SERVER_ERROR: i16 = -1;
@@ -117,6 +120,12 @@ pub enum AdminWrite {
         replace: bool,
         validate_only: bool,
     },
+    /// ElectLeaders: PREFERRED or (`unclean`) UNCLEAN elections of the named partitions
+    /// (`None`: all).
+    ElectLeaders {
+        unclean: bool,
+        partitions: Option<Vec<(String, i32)>>,
+    },
 }
 
 /// The answer to an [`AdminWrite`]: one result per item, in order.
@@ -126,7 +135,11 @@ pub enum AdminResult {
     CreatePartitions(Result<(), RpcError>),
     DeleteTopics(Vec<Result<Uuid, RpcError>>),
     AlterConfigs(Result<(), RpcError>),
+    ElectLeaders(Vec<ElectionResult>),
 }
+
+/// One partition's ElectLeaders result: topic, partition, outcome.
+pub type ElectionResult = (String, i32, Result<(), RpcError>);
 
 /// One voter or observer as DescribeQuorum describes it.
 #[derive(Debug, Clone, Serialize, Deserialize)]

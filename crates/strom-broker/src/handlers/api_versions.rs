@@ -28,6 +28,7 @@ pub const SUPPORTED: &[(ApiKey, i16)] = &[
     (ApiKey::IncrementalAlterConfigs, 1),
     (ApiKey::DescribeCluster, 1),
     (ApiKey::DescribeQuorum, 2),
+    (ApiKey::ElectLeaders, 2),
     (ApiKey::DeleteRecords, 2),
     (ApiKey::InitProducerId, 4),
     (ApiKey::FindCoordinator, 4),

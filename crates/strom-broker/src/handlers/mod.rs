@@ -27,6 +27,7 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_quorum;
+pub mod elect_leaders;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -140,6 +141,7 @@ pub async fn handle(
         }
         RequestKind::DescribeCluster(r) => respond!(describe_cluster::handle(&ctx, r)),
         RequestKind::DescribeQuorum(r) => respond!(describe_quorum::handle(&ctx, r).await),
+        RequestKind::ElectLeaders(r) => respond!(elect_leaders::handle(&ctx, r).await),
         RequestKind::DeleteRecords(r) => respond!(delete_records::handle(&ctx, r)),
         RequestKind::InitProducerId(r) => respond!(init_producer_id::handle(&ctx, r).await),
         RequestKind::FindCoordinator(r) => respond!(find_coordinator::handle(&ctx, r)),

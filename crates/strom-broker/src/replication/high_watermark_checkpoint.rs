@@ -107,7 +107,10 @@ mod tests {
         hws.insert(("dots.and-dashes_x".into(), 11), 7);
         write(dir.path(), &hws).unwrap();
         let text = fs::read_to_string(dir.path().join(FILE_NAME)).unwrap();
-        assert!(text.starts_with("0\n2\norders 0 42\n"), "{text}");
+        assert!(
+            text.starts_with("0\n2\n") && text.contains("\norders 0 42\n"),
+            "{text}"
+        );
         assert_eq!(read(dir.path()), hws);
     }
 

@@ -122,7 +122,10 @@ impl FaultReport {
 
 /// Delivery reports by record number: (partition, offset) or the error.
 #[derive(Default)]
-struct Deliveries(Mutex<BTreeMap<usize, Result<(i32, i64), String>>>);
+struct Deliveries(Mutex<BTreeMap<usize, Delivery>>);
+
+/// Where a record landed (partition, offset), or why it did not.
+type Delivery = Result<(i32, i64), String>;
 
 impl ClientContext for Deliveries {}
 
@@ -138,8 +141,11 @@ impl ProducerContext for Deliveries {
     }
 }
 
+/// A partition's leader, replicas and ISR.
+type PartitionState = (i32, Vec<i32>, Vec<i32>);
+
 /// Each partition's (leader, replicas, ISR) as broker `addr` reports it.
-fn partitions(addr: &str, topic: &str) -> Result<Vec<(i32, Vec<i32>, Vec<i32>)>> {
+fn partitions(addr: &str, topic: &str) -> Result<Vec<PartitionState>> {
     let metadata = kafka_rpc::metadata(addr, Duration::from_secs(5))?;
     let t = metadata
         .topics
