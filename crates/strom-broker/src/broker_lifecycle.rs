@@ -112,6 +112,9 @@ async fn heartbeat(
             let was = quorum.fenced.swap(reply.is_fenced, Ordering::AcqRel);
             if was && !reply.is_fenced {
                 tracing::info!(node = quorum.node_id, "unfenced by the controller: serving");
+                // On stdout beside the ready line: launchers (`strom cluster`, the cluster
+                // tests) wait for it to know this incarnation has really joined.
+                println!("strom broker {} unfenced", quorum.node_id);
             } else if !was && reply.is_fenced {
                 tracing::warn!(node = quorum.node_id, "fenced by the controller");
             }

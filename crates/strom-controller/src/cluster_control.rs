@@ -198,8 +198,22 @@ impl BrokerHeartbeats {
     }
 
     /// The brokers whose session expired: unfenced (or shutting down) brokers not heard
-    /// from for `session`.
-    pub fn expired(&self, image: &MetadataImage, session: Duration, now: Instant) -> Vec<BrokerId> {
+    /// from for `session`. A broker this controller has no contact time for — one the
+    /// image had not applied yet when this voter became active (a restarted voter can
+    /// win an election before it has replayed its log) — gets a full session from now,
+    /// as every broker does when a controller becomes active.
+    pub fn expired(
+        &mut self,
+        image: &MetadataImage,
+        session: Duration,
+        now: Instant,
+    ) -> Vec<BrokerId> {
+        for b in image.brokers.keys() {
+            self.contacts.entry(*b).or_insert(Contact {
+                last: now,
+                metadata_offset: -1,
+            });
+        }
         image
             .brokers
             .values()
@@ -303,5 +317,30 @@ mod tests {
         assert!(hb
             .register(&image, &registration(1), SESSION, later)
             .is_ok());
+    }
+
+    #[test]
+    fn a_broker_the_controller_has_not_heard_of_gets_a_full_session_not_a_fence() {
+        // A voter that became active before replaying the registration resets its
+        // contacts without the broker; the broker must not be fenced at once.
+        let mut hb = BrokerHeartbeats::default();
+        let now = Instant::now();
+        hb.reset(&MetadataImage::new("c", 1), now);
+        let image = MetadataImage::new("c", 1).apply_at(
+            1,
+            &[MetadataRecord::RegisterBroker {
+                broker_id: BrokerId(1),
+                incarnation_id: Uuid::new_v4(),
+                endpoints: vec![],
+                rack: None,
+                fenced: false,
+            }],
+        );
+        let later = now + SESSION;
+        assert!(hb.expired(&image, SESSION, later).is_empty());
+        assert_eq!(
+            hb.expired(&image, SESSION, later + SESSION),
+            vec![BrokerId(1)]
+        );
     }
 }

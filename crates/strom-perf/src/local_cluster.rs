@@ -353,10 +353,30 @@ impl LocalCluster {
         Ok((started.elapsed(), status.success()))
     }
 
-    /// Starts node `id` again; returns how long it took to print its ready line.
+    /// Starts node `id` again; returns how long it took until it serves: for a broker,
+    /// until this incarnation is registered and unfenced (while the previous one's
+    /// session runs, the controller still lists that one, so Metadata cannot tell), for a
+    /// controller its ready line.
     pub fn restart(&mut self, id: i32) -> Result<Duration> {
         let i = self.index(id);
-        self.spawn(i)
+        let started = Instant::now();
+        self.spawn(i)?;
+        if self.nodes[i].role == Role::Controller {
+            return Ok(started.elapsed());
+        }
+        let unfenced = format!("strom broker {id} unfenced");
+        let out = self.nodes[i].dir.join("stdout");
+        while !std::fs::read_to_string(&out)
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l == unfenced)
+        {
+            if started.elapsed() > READY_TIMEOUT {
+                bail!("broker {id} was not unfenced within {READY_TIMEOUT:?} of its restart");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(started.elapsed())
     }
 
     /// Leaves the processes running and records them in `<dir>/cluster.json` for

@@ -31,7 +31,7 @@ pub fn partition_count(bootstrap: &str, topic: &str) -> Result<Option<usize>> {
         .filter(|&n| n > 0))
 }
 
-/// Creates `topic` with `partitions` partitions (replication factor 1); an existing topic
+/// Creates `topic` with `partitions` partitions of `replication` replicas; an existing topic
 /// is left as it is. Returns whether it was created.
 pub fn create_topic(
     bootstrap: &str,

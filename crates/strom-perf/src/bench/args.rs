@@ -25,6 +25,7 @@ const SPECS: &[OptionSpec] = &[
     OptionSpec::one("records"),
     OptionSpec::one("json"),
     OptionSpec::one("html"),
+    OptionSpec::flag("replicated"),
 ];
 
 #[derive(Debug, Clone, PartialEq)]
@@ -36,6 +37,9 @@ pub struct BenchArgs {
     pub records: u64,
     pub json: String,
     pub html: String,
+    /// Seed 002's replicated case too: the producer runs on a 6-partition topic of
+    /// replication factor 3 of a 3-broker cluster.
+    pub replicated: bool,
 }
 
 pub const HELP: &str =
@@ -52,6 +56,11 @@ published ones:
 
   --bootstrap-server  run against this cluster (default: an embedded strom broker)
   --records N         records per run (default: 2000000; the throttled run sends N/2)
+  --replicated        also seed 002's replicated case: both producer runs on a
+                      6-partition topic of replication factor 3 (acks=all), and the
+                      default settings with acks=1, on a local 3-broker cluster (or the
+                      --bootstrap-server cluster), beside LinkedIn's 2014 figures for 3x
+                      synchronous and asynchronous replication
   --json FILE         JSON report (default: strom-bench.json)
   --html FILE         HTML report (default: strom-bench.html)
 
@@ -90,6 +99,7 @@ pub fn parse(args: &[String], defaults: &Defaults) -> Result<BenchArgs, Outcome>
         records,
         json: p.value("json").unwrap_or(defaults.json).to_string(),
         html: p.value("html").unwrap_or(defaults.html).to_string(),
+        replicated: p.has("replicated"),
     })
 }
 
@@ -111,6 +121,7 @@ mod tests {
                 records: 2_000_000,
                 json: "strom-bench.json".into(),
                 html: "strom-bench.html".into(),
+                replicated: false,
             }
         );
     }
@@ -118,12 +129,15 @@ mod tests {
     #[test]
     fn reads_every_flag() {
         let parsed = parse(
-            &args("--bootstrap-server h:9092 --records 3000 --json a.json --html a.html"),
+            &args(
+                "--bootstrap-server h:9092 --records 3000 --json a.json --html a.html --replicated",
+            ),
             &BENCH,
         )
         .unwrap_or_else(|_| panic!("valid flags"));
         assert_eq!(parsed.bootstrap_server.as_deref(), Some("h:9092"));
         assert_eq!(parsed.records, 3000);
+        assert!(parsed.replicated);
         assert_eq!(
             (parsed.json.as_str(), parsed.html.as_str()),
             ("a.json", "a.html")

@@ -242,6 +242,23 @@ fn inject(cluster: &mut LocalCluster, topic: &str, fault: Fault, p: usize) -> Re
     }
 }
 
+/// Copies every node's log out of the cluster's directory (removed with the cluster), so
+/// a failed run can be understood; says where they went.
+fn save_logs(cluster: &LocalCluster) -> String {
+    let dir = std::env::temp_dir().join(format!("strom-bench-faults-{}", std::process::id()));
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        return format!("the node logs could not be saved: {e}");
+    }
+    for node in &cluster.nodes {
+        let _ = cluster.pause(node.id, false);
+        let _ = std::fs::write(
+            dir.join(format!("node{}.log", node.id)),
+            cluster.stderr(node.id),
+        );
+    }
+    format!("node logs saved in {}", dir.display())
+}
+
 /// Runs the faults against a cluster started from `binary` and checks the result.
 pub fn run_faults(binary: &Path, run: &FaultRun) -> Result<FaultReport> {
     let mut extra = vec![
@@ -332,10 +349,16 @@ pub fn run_faults(binary: &Path, run: &FaultRun) -> Result<FaultReport> {
     for round in 0..run.faults {
         let fault = ALL_FAULTS[round % ALL_FAULTS.len()];
         let started = Instant::now();
-        let broker = inject(&mut cluster, topic, fault, round % run.partitions as usize)
-            .with_context(|| format!("fault {round} ({fault:?})"))?;
-        wait_whole(&cluster, topic).with_context(|| format!("after fault {round} ({fault:?})"))?;
-        report.faults.push((fault, broker, started.elapsed()));
+        let injected = inject(&mut cluster, topic, fault, round % run.partitions as usize)
+            .and_then(|broker| wait_whole(&cluster, topic).map(|()| broker));
+        match injected {
+            Ok(broker) => report.faults.push((fault, broker, started.elapsed())),
+            Err(e) => {
+                stop.store(true, Ordering::Release);
+                let saved = save_logs(&cluster);
+                return Err(e.context(format!("fault {round} ({fault:?}); {saved}")));
+            }
+        }
     }
     stop.store(true, Ordering::Release);
     report.sent = sender.join().expect("producer thread");

@@ -22,6 +22,7 @@ use crate::cluster::Cluster;
 use crate::consumer_perf_test::{self, args::ConsumerArgs, run::ConsumerResult};
 use crate::date_format::DateFormat;
 use crate::histogram::LatencySummary;
+use crate::local_cluster::{ClusterSpec, LocalCluster};
 use crate::producer_perf_test::{
     self,
     args::{PayloadSource, ProducerArgs},
@@ -171,6 +172,10 @@ pub fn run(args: &BenchArgs, argv: &[String]) -> Result<()> {
         ));
     }
 
+    if args.replicated {
+        replicated_runs(args, &prefix, &mut report)?;
+    }
+
     eprintln!("strom bench: loading {n} records of 10 bytes for the consumer runs...");
     let fill = producer_args(&topic_consume, n, 10, -1.0, Vec::new());
     let fill_result = producer_perf_test::run::run(&fill, &bootstrap, Box::new(std::io::sink()))
@@ -209,6 +214,71 @@ pub fn run(args: &BenchArgs, argv: &[String]) -> Result<()> {
     drop(cluster);
 
     finish(&report, args, "run", started)
+}
+
+/// Seed 002's replicated case: its producer runs on a 6-partition topic of replication
+/// factor 3 — of the `--bootstrap-server` cluster, or of a local 3-broker cluster started
+/// for them — beside LinkedIn's 2014 figures for 3x synchronous (acks=all) and
+/// asynchronous (acks=1) replication.
+fn replicated_runs(args: &BenchArgs, prefix: &str, report: &mut Report) -> Result<()> {
+    let local = match &args.bootstrap_server {
+        Some(_) => None,
+        None => {
+            eprintln!("strom bench: starting a local 3-broker cluster for the replicated runs...");
+            let spec = ClusterSpec {
+                brokers: 3,
+                controllers: 0,
+                extra: Vec::new(),
+            };
+            Some(LocalCluster::start(&spec, None)?)
+        }
+    };
+    let bootstrap = match (&local, &args.bootstrap_server) {
+        (Some(cluster), _) => cluster.bootstrap(),
+        (None, Some(b)) => b.clone(),
+        (None, None) => unreachable!("one of them is set"),
+    };
+    let tuned: Vec<(String, String)> = seeds::TUNED_PROPERTIES
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let acks_one = vec![("acks".to_string(), "1".to_string())];
+    let runs = [
+        (
+            "002 default settings, RF 3",
+            Vec::new(),
+            seeds::LINKEDIN_SYNC_3X,
+        ),
+        ("002 tuned settings, RF 3", tuned, seeds::LINKEDIN_SYNC_3X),
+        (
+            "002 default settings, RF 3, acks=1",
+            acks_one,
+            seeds::LINKEDIN_ASYNC_3X,
+        ),
+    ];
+    for (i, (name, properties, seed)) in runs.into_iter().enumerate() {
+        let topic = format!("{prefix}-replicated-{i}");
+        topics::create_topic(&bootstrap, &topic, 6, 3)?;
+        eprintln!(
+            "strom bench: producer, {name} ({} records)...",
+            args.records
+        );
+        let producer = producer_args(&topic, args.records, 100, -1.0, properties);
+        match producer_perf_test::run::run(&producer, &bootstrap, Box::new(std::io::sink())) {
+            Ok(result) => {
+                report
+                    .comparison
+                    .extend(producer_rows(name, &result, &seed));
+                report.runs.push(producer_perf_test::run_report(
+                    &format!("producer, {name}"),
+                    &producer,
+                    &result,
+                ));
+            }
+            Err(e) => report.comparison.push(failed(name, &e)),
+        }
+    }
+    Ok(())
 }
 
 /// Prints the comparison table and a line on what was run, then writes both reports.

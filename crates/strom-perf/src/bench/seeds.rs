@@ -1,5 +1,5 @@
 //! The figures the seed reports published, which `strom bench` sets strom's beside.
-//! Source: docs/seeds.md (reports 000, 002 and 004).
+//! Source: docs/seeds.md (reports 000, 002 and 004, and the LinkedIn benchmark 002 cites).
 
 /// Seed 002, default producer settings: 759k rec/s, 72 MB/s, p50 3 ms, p99 71 ms.
 pub const DEFAULT_PRODUCER: ProducerFigures = ProducerFigures {
@@ -23,6 +23,27 @@ pub const TUNED_PRODUCER: ProducerFigures = ProducerFigures {
     p99_ms: Some(316),
     p999_ms: None,
     max_ms: None,
+};
+
+/// LinkedIn's 2014 benchmark that seed 002 cites: one producer, 100-byte records, 6
+/// partitions of replication factor 3 on three machines, 3x synchronous replication
+/// (acks=all): 421,823 records/s, 40.2 MB/s.
+pub const LINKEDIN_SYNC_3X: ProducerFigures = ProducerFigures {
+    records_per_sec: Some(421_823.0),
+    mb_per_sec: Some(40.2),
+    avg_ms: None,
+    p50_ms: None,
+    p95_ms: None,
+    p99_ms: None,
+    p999_ms: None,
+    max_ms: None,
+};
+
+/// The same with 3x asynchronous replication (acks=1): 786,980 records/s, 75.1 MB/s.
+pub const LINKEDIN_ASYNC_3X: ProducerFigures = ProducerFigures {
+    records_per_sec: Some(786_980.0),
+    mb_per_sec: Some(75.1),
+    ..LINKEDIN_SYNC_3X
 };
 
 /// Seed 000, throttled at 100k rec/s with 10-byte records.
