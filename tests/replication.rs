@@ -2,7 +2,9 @@
 //! acks=all records survive kill -9, SIGTERM and SIGSTOP of leaders, followers and the
 //! active controller, checked from outside as Jepsen checks (the fault harness of
 //! `strom bench faults`, at a small scale); acks=1 loses records a leader acknowledged
-//! alone while acks=all does not acknowledge them; an ISR below `min.insync.replicas`
+//! alone while acks=all does not acknowledge them; so do they when a leader is cut off by
+//! a network partition (each node in its own network namespace; root only); an ISR below
+//! `min.insync.replicas`
 //! refuses acks=all writes with NOT_ENOUGH_REPLICAS; followers leave the ISR when they
 //! die and rejoin when they return, as kcat shows; leader epochs fence stale requests and
 //! a broker that is not a replica cannot fetch as one; ElectLeaders moves leadership back
@@ -32,7 +34,7 @@ use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
-use strom_perf::bench::faults::{run_faults, Fault, FaultRun, ALL_FAULTS};
+use strom_perf::bench::faults::{run_faults, Fault, FaultRun, ALL_FAULTS, WITH_NETWORK};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -90,6 +92,7 @@ fn acknowledged_records_survive_kill_sigterm_and_sigstop_of_leaders_followers_an
             partitions: 3,
             rate: 500,
             extra: Vec::new(),
+            network: false,
         },
     )
     .expect("the fault run");
@@ -117,6 +120,49 @@ fn acknowledged_records_survive_kill_sigterm_and_sigstop_of_leaders_followers_an
         report.reordered
     );
     assert!(report.read >= report.acknowledged);
+}
+
+#[test]
+fn acknowledged_records_survive_a_leader_cut_off_by_a_network_partition() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test cuts links between network namespaces: it needs root (CAP_NET_ADMIN), as CI has"
+    );
+    let _serial = TestCluster::serial();
+    // The harness moves its thread into the cluster's client namespace: not this one.
+    let report = std::thread::spawn(|| {
+        run_faults(
+            Path::new(env!("CARGO_BIN_EXE_strom")),
+            &FaultRun {
+                faults: WITH_NETWORK.len(),
+                acks: "all".into(),
+                partitions: 3,
+                rate: 500,
+                extra: Vec::new(),
+                network: true,
+            },
+        )
+    })
+    .join()
+    .expect("the harness thread")
+    .expect("the fault run");
+    report.print();
+    let injected: Vec<Fault> = report.faults.iter().map(|f| f.0).collect();
+    assert_eq!(injected, WITH_NETWORK);
+    assert!(
+        report.acknowledged > 100,
+        "{} acknowledged",
+        report.acknowledged
+    );
+    assert!(
+        report.holds(),
+        "lost {:?}, duplicated {:?}, reordered {:?}",
+        report.lost,
+        report.duplicated,
+        report.reordered
+    );
 }
 
 /// Delivery reports by record number.

@@ -64,6 +64,7 @@ impl TestCluster {
             brokers,
             controllers,
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            isolated: false,
         };
         let cluster = LocalCluster::start_with(Path::new(env!("CARGO_BIN_EXE_strom")), &spec, None)
             .unwrap_or_else(|e| panic!("the cluster did not start: {e:#}"));

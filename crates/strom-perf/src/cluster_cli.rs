@@ -101,6 +101,7 @@ fn start(args: &cli::Parsed, dir: PathBuf) -> Result<()> {
         brokers: number("brokers", 3)?,
         controllers: number("controllers", 0)?,
         extra: args.values("override").to_vec(),
+        isolated: false,
     };
     if spec.brokers == 0 {
         bail!("--brokers must be at least 1");

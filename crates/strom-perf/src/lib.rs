@@ -22,6 +22,7 @@ pub mod kafka_rpc;
 pub mod local_cluster;
 pub mod metadata_quorum;
 pub mod metrics;
+pub mod netns;
 pub mod producer_perf_test;
 pub mod progress;
 pub mod properties;

@@ -14,6 +14,7 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::kafka_rpc;
+use crate::netns::TestNetwork;
 
 /// How long a node may take to print its ready line, and a cluster to become ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -37,16 +38,27 @@ pub struct NodeInfo {
     pub controller_port: u16,
     pub dir: PathBuf,
     pub pid: Option<u32>,
+    /// The address its listeners bind: loopback, or its own network namespace's.
+    #[serde(default = "loopback")]
+    pub host: String,
+}
+
+fn loopback() -> String {
+    "127.0.0.1".to_string()
 }
 
 /// What a cluster is made of.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct ClusterSpec {
     pub brokers: usize,
     /// 0: every broker is also a controller (combined nodes).
     pub controllers: usize,
     /// Extra `server.properties` lines for every node.
     pub extra: Vec<String>,
+    /// Each node in its own network namespace ([`TestNetwork`], root only), so the
+    /// network between them can be cut; the thread that starts the cluster moves into
+    /// the client namespace.
+    pub isolated: bool,
 }
 
 /// A running local cluster; its processes are killed when it is dropped, unless detached.
@@ -58,6 +70,8 @@ pub struct LocalCluster {
     pub nodes: Vec<NodeInfo>,
     children: Vec<Option<Child>>,
     _temp: Option<tempfile::TempDir>,
+    /// Dropped after the processes are killed (fields drop after `Drop::drop`).
+    network: Option<TestNetwork>,
 }
 
 /// Listener ports are chosen below Linux's ephemeral range (32768–60999 by default): a
@@ -85,7 +99,7 @@ fn free_port() -> Result<u16> {
 impl NodeInfo {
     /// The client listener's address.
     pub fn address(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        format!("{}:{}", self.host, self.port)
     }
 }
 
@@ -122,46 +136,63 @@ impl LocalCluster {
             roles.extend(std::iter::repeat_n(Role::Controller, spec.controllers));
             roles.extend(std::iter::repeat_n(Role::Broker, spec.brokers));
         }
+        let ids: Vec<i32> = (1..=roles.len() as i32).collect();
+        let network = if spec.isolated {
+            Some(TestNetwork::create(&ids)?)
+        } else {
+            None
+        };
+        // In its own namespace every port is free: Kafka's.
+        let port = |fixed: u16| {
+            if network.is_some() {
+                Ok(fixed)
+            } else {
+                free_port()
+            }
+        };
         let mut nodes = Vec::new();
         for (i, role) in roles.into_iter().enumerate() {
+            let id = i as i32 + 1;
             nodes.push(NodeInfo {
-                id: i as i32 + 1,
+                id,
                 role,
                 port: if role == Role::Controller {
                     0
                 } else {
-                    free_port()?
+                    port(9092)?
                 },
-                controller_port: if role == Role::Broker {
-                    0
-                } else {
-                    free_port()?
-                },
-                dir: dir.join(format!("node{}", i + 1)),
+                controller_port: if role == Role::Broker { 0 } else { port(9093)? },
+                dir: dir.join(format!("node{id}")),
                 pid: None,
+                host: if network.is_some() {
+                    TestNetwork::address(id)
+                } else {
+                    loopback()
+                },
             });
         }
         let voters = nodes
             .iter()
             .filter(|n| n.role != Role::Broker)
-            .map(|n| format!("{}@127.0.0.1:{}", n.id, n.controller_port))
+            .map(|n| format!("{}@{}:{}", n.id, n.host, n.controller_port))
             .collect::<Vec<_>>()
             .join(",");
         for node in &nodes {
             std::fs::create_dir_all(&node.dir)?;
+            let host = &node.host;
             let (roles, listeners) = match node.role {
                 Role::Combined => (
                     "broker,controller",
                     format!(
-                        "PLAINTEXT://127.0.0.1:{},CONTROLLER://127.0.0.1:{}",
+                        "PLAINTEXT://{host}:{},CONTROLLER://{host}:{}",
                         node.port, node.controller_port
                     ),
                 ),
                 Role::Controller => (
                     "controller",
-                    format!("CONTROLLER://127.0.0.1:{}", node.controller_port),
+                    format!("CONTROLLER://{host}:{}", node.controller_port),
                 ),
-                Role::Broker => ("broker", format!("PLAINTEXT://127.0.0.1:{}", node.port)),
+                Role::Broker => ("broker", format!("PLAINTEXT://{host}:{}", node.port)),
             };
             let mut lines = vec![
                 format!("process.roles={roles}"),
@@ -193,7 +224,11 @@ impl LocalCluster {
             children: nodes.iter().map(|_| None).collect(),
             nodes,
             _temp: temp,
+            network,
         };
+        if let Some(network) = &cluster.network {
+            network.enter_client()?;
+        }
         for i in 0..cluster.nodes.len() {
             cluster.spawn(i)?;
         }
@@ -213,7 +248,16 @@ impl LocalCluster {
         let started = Instant::now();
         let node = &self.nodes[i];
         let out = node.dir.join("stdout");
-        let child = Command::new(&self.binary)
+        let mut command = match &self.network {
+            Some(network) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", &network.namespace(node.id)])
+                    .arg(&self.binary);
+                c
+            }
+            None => Command::new(&self.binary),
+        };
+        let child = command
             .arg("server")
             .arg(node.dir.join("server.properties"))
             .stdin(Stdio::null())
@@ -261,7 +305,7 @@ impl LocalCluster {
     /// The client addresses of the running brokers.
     pub fn bootstrap(&self) -> String {
         self.running_brokers()
-            .map(|n| format!("127.0.0.1:{}", n.port))
+            .map(NodeInfo::address)
             .collect::<Vec<_>>()
             .join(",")
     }
@@ -290,7 +334,7 @@ impl LocalCluster {
         let expected: Vec<i32> = self.running_brokers().map(|n| n.id).collect();
         let deadline = Instant::now() + timeout;
         for node in self.running_brokers() {
-            let addr = format!("127.0.0.1:{}", node.port);
+            let addr = node.address();
             while Self::listed_brokers(&addr).ok().as_ref() != Some(&expected) {
                 if Instant::now() > deadline {
                     bail!(
@@ -308,6 +352,11 @@ impl LocalCluster {
     pub fn active_controller(&self) -> Result<i32> {
         let quorum = kafka_rpc::describe_quorum(&self.bootstrap(), Duration::from_secs(5))?;
         Ok(quorum.topics[0].partitions[0].leader_id.0)
+    }
+
+    /// The cluster's private network, when its nodes are isolated.
+    pub fn network(&self) -> Option<&TestNetwork> {
+        self.network.as_ref()
     }
 
     /// Node `id`.

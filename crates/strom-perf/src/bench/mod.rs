@@ -229,6 +229,7 @@ fn replicated_runs(args: &BenchArgs, prefix: &str, report: &mut Report) -> Resul
                 brokers: 3,
                 controllers: 0,
                 extra: Vec::new(),
+                isolated: false,
             };
             Some(LocalCluster::start(&spec, None)?)
         }

@@ -100,6 +100,7 @@ fn run(args: &Args) -> Result<()> {
         brokers: args.nodes,
         controllers: 0,
         extra: args.overrides.clone(),
+        isolated: false,
     };
     eprintln!(
         "strom bench quorum: starting {} combined nodes...",
