@@ -285,8 +285,13 @@ fn replicated_runs(args: &BenchArgs, prefix: &str, report: &mut Report) -> Resul
 /// Prints the comparison table and a line on what was run, then writes both reports.
 fn finish(report: &Report, args: &BenchArgs, unit: &str, started: Instant) -> Result<()> {
     println!("{}", table::render(&report.comparison));
+    let replicated = match (args.replicated, &args.bootstrap_server) {
+        (false, _) => "",
+        (true, Some(_)) => " (RF 3 runs on the same cluster)",
+        (true, None) => " (RF 3 runs on a local 3-broker cluster)",
+    };
     println!(
-        "\nstrom: {} records per {unit} against {}; {:.1} s in all. Seed figures: docs/seeds.md.",
+        "\nstrom: {} records per {unit} against {}{replicated}; {:.1} s in all. Seed figures: docs/seeds.md.",
         args.records,
         args.bootstrap_server
             .as_deref()
