@@ -1,14 +1,14 @@
 //! Replication between real `strom` processes (issue "Cluster, part 2"): acknowledged
 //! acks=all records survive kill -9, SIGTERM and SIGSTOP of leaders, followers and the
 //! active controller, checked from outside as Jepsen checks (the fault harness of
-//! `strom bench faults`, at a small scale); acks=1 loses records a leader acknowledged
-//! alone while acks=all does not acknowledge them; so do they when a leader is cut off by
-//! a network partition (each node in its own network namespace; root only); an ISR below
-//! `min.insync.replicas`
-//! refuses acks=all writes with NOT_ENOUGH_REPLICAS; followers leave the ISR when they
-//! die and rejoin when they return, as kcat shows; leader epochs fence stale requests and
-//! a broker that is not a replica cannot fetch as one; ElectLeaders moves leadership back
-//! to the preferred replica. Every wait polls its condition.
+//! `strom bench faults`, at a small scale), and a leader cut off by a network partition
+//! (each node in its own network namespace; root only); acks=1 loses records a leader
+//! acknowledged alone while acks=all does not acknowledge them; an ISR below
+//! `min.insync.replicas` refuses acks=all writes with NOT_ENOUGH_REPLICAS; followers leave
+//! the ISR when they die and rejoin when they return, as kcat shows; leader epochs fence
+//! stale requests and a broker that is not a replica cannot fetch as one; ElectLeaders
+//! moves leadership back to the preferred replica; `strom bench network` runs seed 001 on
+//! capped links. Every wait polls its condition.
 
 mod common;
 
@@ -500,4 +500,57 @@ fn elect_leaders_moves_leadership_back_to_the_preferred_replica() {
             == preferred),
         "the preferred replica leads again"
     );
+}
+
+#[test]
+fn bench_network_runs_seed_001_on_capped_links_and_removes_its_namespaces() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "strom bench network caps links between network namespaces: it needs root (CAP_NET_ADMIN), as CI has"
+    );
+    let _serial = TestCluster::serial();
+    let namespaces = || {
+        String::from_utf8(
+            Command::new("ip")
+                .args(["netns", "list"])
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap()
+    };
+    let before = namespaces();
+    let out = Command::new(env!("CARGO_BIN_EXE_strom"))
+        .args(["bench", "network", "--records", "20000", "--linger-ms", "0"])
+        .output()
+        .expect("strom bench network");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for experiment in [
+        "producer, default settings",
+        "producer, batch.size=500",
+        "producer, linger.ms=0",
+        "consumer, --fetch-size 10000 --threads 1",
+        "consumer, --fetch-size 100000 --threads 1",
+    ] {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(experiment))
+            .unwrap_or_else(|| panic!("no {experiment} row in\n{stdout}"));
+        assert!(
+            line.contains("MB/s (MiB)") && !line.contains("failed"),
+            "{line}"
+        );
+    }
+    assert!(
+        stdout.contains("3 brokers x 100 Mbit/s / RF 2 = 17.88 MiB/s"),
+        "{stdout}"
+    );
+    assert_eq!(namespaces(), before, "namespaces left behind");
 }

@@ -2,7 +2,8 @@
 //! kill processes: every node in its own network namespace with an address of
 //! 198.18.0.0/15 (reserved for benchmarking) on a veth link to a bridge in a hub
 //! namespace, plus a client namespace for the load generator. No namespace has a route
-//! out. Isolating a node takes its link down at the hub; healing brings it back. The
+//! out. Isolating a node takes its link down at the hub; healing brings it back; shaping
+//! caps its bandwidth. The
 //! namespaces (and with them every link) are deleted when this is dropped.
 //!
 //! Needs CAP_NET_ADMIN (root); without it [`TestNetwork::create`] says so.
@@ -31,6 +32,21 @@ fn ip(args: &[&str]) -> Result<()> {
     if !out.status.success() {
         bail!(
             "ip {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+fn tc(args: &[&str]) -> Result<()> {
+    let out = Command::new("tc")
+        .args(args)
+        .output()
+        .context("cannot run tc (iproute2)")?;
+    if !out.status.success() {
+        bail!(
+            "tc {} failed: {}",
             args.join(" "),
             String::from_utf8_lossy(&out.stderr).trim()
         );
@@ -112,6 +128,22 @@ impl TestNetwork {
     /// Undoes [`Self::isolate`].
     pub fn heal(&self, id: i32) -> Result<()> {
         ip(&["-n", &self.hub(), "link", "set", &format!("h{id}"), "up"])
+    }
+
+    /// Caps node `id`'s link at `mbit` Mbit/s in both directions (`tc tbf` on each end
+    /// of its veth pair), as seed 001 capped each broker's network.
+    pub fn shape(&self, id: i32, mbit: u32) -> Result<()> {
+        let rate = format!("{mbit}mbit");
+        for (ns, dev) in [
+            (self.namespace(id), "eth0".to_string()),
+            (self.hub(), format!("h{id}")),
+        ] {
+            tc(&[
+                "-n", &ns, "qdisc", "replace", "dev", &dev, "root", "tbf", "rate", &rate, "burst",
+                "64kb", "latency", "100ms",
+            ])?;
+        }
+        Ok(())
     }
 
     /// Moves the calling thread into the client namespace; threads it starts afterwards

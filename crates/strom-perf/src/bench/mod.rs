@@ -3,11 +3,13 @@
 //! `strom bench consumer-scaling` runs seed 004 the same way; `strom bench partitions`
 //! measures partition density on one broker (issue 8); `strom bench quorum` times metadata
 //! propagation and controller failover on a local cluster; `strom bench faults` checks
-//! that no acknowledged record is lost under kill -9, SIGTERM and SIGSTOP.
+//! that no acknowledged record is lost under kill -9, SIGTERM and SIGSTOP; `strom bench
+//! network` runs seed 001 on bandwidth-capped links.
 
 pub mod args;
 pub mod consumer_scaling;
 pub mod faults;
+pub mod network;
 pub mod partitions;
 pub mod quorum;
 pub mod seeds;
@@ -39,6 +41,7 @@ pub fn main(argv: Vec<String>) -> ExitCode {
         Some((first, rest)) if first == "partitions" => partitions::main(rest),
         Some((first, rest)) if first == "quorum" => quorum::main(rest),
         Some((first, rest)) if first == "faults" => faults::main(rest),
+        Some((first, rest)) if first == "network" => network::main(rest),
         Some((first, rest)) if first == "consumer-scaling" => command(
             "bench consumer-scaling",
             rest,

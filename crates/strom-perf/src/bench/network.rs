@@ -1,0 +1,182 @@
+//! `strom bench network`: seed 001 — three brokers on links capped at 100 Mbit/s, a
+//! 3-partition topic of replication factor 2, producer runs of 100-byte records
+//! (unthrottled with the default `batch.size`, with `batch.size=500`, and a `linger.ms`
+//! sweep; acks=1, the default of the Kafka 2.x producer the seed ran) and consumer runs with `--fetch-size 10000` and `100000`, `--threads 1`.
+//!
+//! Each broker runs in its own network namespace behind a veth link shaped with `tc tbf`
+//! in both directions; the load generator runs in an unshaped client namespace, as the
+//! seed's fourth machine did. The table sets strom's figures beside the seed's and beside
+//! the link-bound limit N·B/RF (every record crosses one broker's inbound link as a
+//! produce and, for each further replica, another broker's as a follower fetch), before
+//! protocol overhead. Network namespaces need root: without it this says so and fails.
+
+use std::process::ExitCode;
+
+use anyhow::{bail, Result};
+use clap::Parser;
+
+use super::table::{self, thousands};
+use super::{consumer_args, failed, producer_args, row};
+use crate::consumer_perf_test;
+use crate::local_cluster::{ClusterSpec, LocalCluster};
+use crate::producer_perf_test;
+use crate::report::ComparisonRow;
+use crate::topics;
+
+/// Brokers and replication factor of seed 001.
+const BROKERS: usize = 3;
+const REPLICATION: i32 = 2;
+const PARTITIONS: i32 = 3;
+
+/// Seed 001's producer figures (MB/s as kafka-producer-perf-test printed them).
+const SEED_DEFAULT_MB: f64 = 15.76;
+const SEED_BATCH_500_MB: f64 = 2.08;
+/// Seed 001's consumer figures: fetch size → MB/s.
+const SEED_CONSUMER: [(u64, f64); 2] = [(10_000, 8.8749), (100_000, 11.6276)];
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "strom bench network",
+    about = "Seed 001: three brokers on 100 Mbit/s links, RF 2, producer and consumer runs"
+)]
+struct Args {
+    /// Records of each producer run, and messages of each consumer run (the seed sent
+    /// 10,000,000; at 100 Mbit/s that is about a minute per run).
+    #[arg(long, default_value_t = 1_000_000)]
+    records: u64,
+    /// The cap of each broker's link, in Mbit/s.
+    #[arg(long, default_value_t = 100)]
+    link_mbit: u32,
+    /// The `linger.ms` values of the sweep.
+    #[arg(long, value_delimiter = ',', default_value = "0,5,20,100")]
+    linger_ms: Vec<u32>,
+}
+
+pub fn main(argv: &[String]) -> ExitCode {
+    super::clap_command::<Args>("strom bench network", argv, run)
+}
+
+fn run(args: &Args) -> Result<()> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!(
+            "seed 001 caps each broker's link with tc in its own network namespace, which needs root (CAP_NET_ADMIN). \
+             Run it as root, or run the same producer and consumer runs without the caps: \
+             strom cluster start --brokers 3, then strom producer-perf-test / consumer-perf-test against it"
+        );
+    }
+    eprintln!(
+        "strom bench network: {BROKERS} brokers in network namespaces, links capped at {} Mbit/s...",
+        args.link_mbit
+    );
+    let spec = ClusterSpec {
+        brokers: BROKERS,
+        controllers: 0,
+        extra: Vec::new(),
+        isolated: true,
+    };
+    // This thread moves into the unshaped client namespace; the perf tools' librdkafka
+    // threads are born there.
+    let cluster = LocalCluster::start(&spec, None)?;
+    let network = cluster.network().expect("an isolated cluster");
+    for node in &cluster.nodes {
+        network.shape(node.id, args.link_mbit)?;
+    }
+    let bootstrap = cluster.bootstrap();
+    let topic = "test";
+    topics::create_topic(&bootstrap, topic, PARTITIONS, REPLICATION)?;
+    let limit_mb = BROKERS as f64 * f64::from(args.link_mbit) / 8.0 * 1e6
+        / (1024.0 * 1024.0)
+        / f64::from(REPLICATION);
+
+    let mut rows: Vec<ComparisonRow> = Vec::new();
+    let mut producer_runs: Vec<(String, Vec<(String, String)>, Option<f64>)> = vec![
+        (
+            "producer, default settings".into(),
+            Vec::new(),
+            Some(SEED_DEFAULT_MB),
+        ),
+        (
+            "producer, batch.size=500".into(),
+            vec![("batch.size".into(), "500".into())],
+            Some(SEED_BATCH_500_MB),
+        ),
+    ];
+    for linger in &args.linger_ms {
+        producer_runs.push((
+            format!("producer, linger.ms={linger}"),
+            vec![("linger.ms".into(), linger.to_string())],
+            None,
+        ));
+    }
+    for (name, mut properties, seed_mb) in producer_runs {
+        // The seed ran Kafka 2.x, whose producer defaulted to acks=1 (3.0 made it all).
+        properties.insert(0, ("acks".into(), "1".into()));
+        eprintln!("strom bench network: {name} ({} records)...", args.records);
+        let producer = producer_args(topic, args.records, 100, -1.0, properties);
+        match producer_perf_test::run::run(&producer, &bootstrap, Box::new(std::io::sink())) {
+            Ok(result) => {
+                let t = &result.totals;
+                rows.push(row(
+                    &name,
+                    "MB/s (MiB)",
+                    format!("{:.2}", t.mib_per_sec()),
+                    seed_mb.map(|v| format!("{v:.2}")),
+                ));
+                rows.push(row(
+                    &name,
+                    "records/s",
+                    thousands(t.records_per_sec()),
+                    None,
+                ));
+                rows.push(row(
+                    &name,
+                    "share of the link limit",
+                    format!("{:.0} %", 100.0 * t.mib_per_sec() / limit_mb),
+                    seed_mb.map(|v| format!("{:.0} %", 100.0 * v / limit_mb)),
+                ));
+                rows.push(row(
+                    &name,
+                    "avg latency",
+                    format!("{:.1} ms", t.avg_latency_ms()),
+                    None,
+                ));
+            }
+            Err(e) => rows.push(failed(&name, &e)),
+        }
+    }
+    for (fetch_size, seed_mb) in SEED_CONSUMER {
+        let name = format!("consumer, --fetch-size {fetch_size} --threads 1");
+        eprintln!("strom bench network: {name}...");
+        let consumer = consumer_args(
+            topic,
+            args.records,
+            fetch_size,
+            &format!("net-{fetch_size}"),
+        )?;
+        match consumer_perf_test::run::run(&consumer, &bootstrap, &mut std::io::sink()) {
+            Ok(result) => {
+                let s = &result.summary;
+                rows.push(row(
+                    &name,
+                    "MB/s (MiB)",
+                    format!("{:.2}", s.mib() / s.elapsed_sec()),
+                    Some(format!("{seed_mb:.2}")),
+                ));
+                rows.push(row(
+                    &name,
+                    "msg/s",
+                    thousands(s.messages as f64 / s.elapsed_sec()),
+                    None,
+                ));
+            }
+            Err(e) => rows.push(failed(&name, &e)),
+        }
+    }
+    println!("{}", table::render(&rows));
+    println!(
+        "\nLink-bound limit for producers: {BROKERS} brokers x {} Mbit/s / RF {REPLICATION} = {limit_mb:.2} MiB/s before protocol overhead. Seed figures: docs/seeds.md (001).",
+        args.link_mbit
+    );
+    Ok(())
+}
