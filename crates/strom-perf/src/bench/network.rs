@@ -34,6 +34,13 @@ const SEED_BATCH_500_MB: f64 = 2.08;
 /// Seed 001's consumer figures: fetch size → MB/s.
 const SEED_CONSUMER: [(u64, f64); 2] = [(10_000, 8.8749), (100_000, 11.6276)];
 
+/// One producer run: its name, its producer properties and the seed's MiB/s, if any.
+struct ProducerRun {
+    name: String,
+    properties: Vec<(String, String)>,
+    seed_mb: Option<f64>,
+}
+
 #[derive(Parser, Debug)]
 #[command(
     name = "strom bench network",
@@ -90,26 +97,31 @@ fn run(args: &Args) -> Result<()> {
         / f64::from(REPLICATION);
 
     let mut rows: Vec<ComparisonRow> = Vec::new();
-    let mut producer_runs: Vec<(String, Vec<(String, String)>, Option<f64>)> = vec![
-        (
-            "producer, default settings".into(),
-            Vec::new(),
-            Some(SEED_DEFAULT_MB),
-        ),
-        (
-            "producer, batch.size=500".into(),
-            vec![("batch.size".into(), "500".into())],
-            Some(SEED_BATCH_500_MB),
-        ),
+    let mut producer_runs = vec![
+        ProducerRun {
+            name: "producer, default settings".into(),
+            properties: Vec::new(),
+            seed_mb: Some(SEED_DEFAULT_MB),
+        },
+        ProducerRun {
+            name: "producer, batch.size=500".into(),
+            properties: vec![("batch.size".into(), "500".into())],
+            seed_mb: Some(SEED_BATCH_500_MB),
+        },
     ];
     for linger in &args.linger_ms {
-        producer_runs.push((
-            format!("producer, linger.ms={linger}"),
-            vec![("linger.ms".into(), linger.to_string())],
-            None,
-        ));
+        producer_runs.push(ProducerRun {
+            name: format!("producer, linger.ms={linger}"),
+            properties: vec![("linger.ms".into(), linger.to_string())],
+            seed_mb: None,
+        });
     }
-    for (name, mut properties, seed_mb) in producer_runs {
+    for ProducerRun {
+        name,
+        mut properties,
+        seed_mb,
+    } in producer_runs
+    {
         // The seed ran Kafka 2.x, whose producer defaulted to acks=1 (3.0 made it all).
         properties.insert(0, ("acks".into(), "1".into()));
         eprintln!("strom bench network: {name} ({} records)...", args.records);
