@@ -8,7 +8,8 @@
 //! the ISR when they die and rejoin when they return, as kcat shows; leader epochs fence
 //! stale requests and a broker that is not a replica cannot fetch as one; ElectLeaders
 //! moves leadership back to the preferred replica; `strom bench network` runs seed 001 on
-//! capped links. Every wait polls its condition.
+//! capped links and `strom bench controller` seed 003's steps. Every wait polls its
+//! condition.
 
 mod common;
 
@@ -553,4 +554,47 @@ fn bench_network_runs_seed_001_on_capped_links_and_removes_its_namespaces() {
         "{stdout}"
     );
     assert_eq!(namespaces(), before, "namespaces left behind");
+}
+
+#[test]
+fn bench_controller_times_seed_003_steps_beside_the_seed() {
+    let _serial = TestCluster::serial();
+    let out = Command::new(env!("CARGO_BIN_EXE_strom"))
+        .args([
+            "bench",
+            "controller",
+            "--max-topics",
+            "2",
+            "--session-timeout-ms",
+            "3000",
+        ])
+        .output()
+        .expect("strom bench controller");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("broker.session.timeout.ms=3000"),
+        "{stdout}"
+    );
+    for (topics, replicas, seed) in [("1", "60", "40"), ("2", "120", "100")] {
+        let row: Vec<&str> = stdout
+            .lines()
+            .map(|l| {
+                l.split_whitespace()
+                    .filter(|w| *w != "|")
+                    .collect::<Vec<_>>()
+            })
+            .find(|w| w.first() == Some(&topics))
+            .unwrap_or_else(|| panic!("no row for {topics} topics in\n{stdout}"));
+        assert_eq!((row[1], row[2]), (replicas, seed), "{row:?}");
+        let kill9: f64 = row[12].parse().unwrap();
+        assert!(
+            kill9 >= 3.0,
+            "kill -9 handling {kill9} s cannot beat the 3 s session timeout"
+        );
+    }
 }

@@ -4,10 +4,11 @@
 //! measures partition density on one broker (issue 8); `strom bench quorum` times metadata
 //! propagation and controller failover on a local cluster; `strom bench faults` checks
 //! that no acknowledged record is lost under kill -9, SIGTERM and SIGSTOP; `strom bench
-//! network` runs seed 001 on bandwidth-capped links.
+//! network` runs seed 001 on bandwidth-capped links; `strom bench controller` seed 003.
 
 pub mod args;
 pub mod consumer_scaling;
+pub mod controller;
 pub mod faults;
 pub mod network;
 pub mod partitions;
@@ -42,6 +43,7 @@ pub fn main(argv: Vec<String>) -> ExitCode {
         Some((first, rest)) if first == "quorum" => quorum::main(rest),
         Some((first, rest)) if first == "faults" => faults::main(rest),
         Some((first, rest)) if first == "network" => network::main(rest),
+        Some((first, rest)) if first == "controller" => controller::main(rest),
         Some((first, rest)) if first == "consumer-scaling" => command(
             "bench consumer-scaling",
             rest,
