@@ -338,11 +338,6 @@ impl Partition {
         self.replica.lock().is_leader()
     }
 
-    /// A copy of the replication state.
-    pub fn replica_state(&self) -> ReplicaState {
-        self.replica.lock().clone()
-    }
-
     /// Checks a request's `current_leader_epoch` (-1: not given) against this leader's:
     /// an older one is FENCED_LEADER_EPOCH (the client's metadata is stale), a newer one
     /// UNKNOWN_LEADER_EPOCH (this broker's is).

@@ -118,15 +118,6 @@ impl ReplicaFetcherManager {
             fetcher.task.abort();
         }
     }
-
-    /// How many partitions the fetchers follow.
-    pub fn followed_count(&self) -> usize {
-        self.fetchers
-            .lock()
-            .values()
-            .map(|f| f.partitions.lock().len())
-            .sum()
-    }
 }
 
 /// The fetcher a partition goes to (Kafka hashes the topic and partition).
