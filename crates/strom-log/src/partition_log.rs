@@ -180,9 +180,11 @@ impl PartitionLog {
             checkpoint.recovery_point.min(log.log_end_offset())
         };
         // Recovery may have cut the tail, and the cache is written before the batches of a
-        // new epoch: it must not name offsets the log does not hold.
+        // new epoch: it must not name offsets beyond the log end. An epoch that starts at
+        // the log end (a leader that had appended nothing yet) is still true and stays, so
+        // reopening an empty partition writes nothing.
         log.leader_epoch_cache
-            .truncate_from_end(log.log_end_offset())?;
+            .truncate_from_end(log.log_end_offset() + 1)?;
         log.leader_epoch_cache
             .truncate_from_start(log.log_start_offset)?;
         log.leader_epoch = log.leader_epoch_cache.latest_epoch().unwrap_or(0);

@@ -407,13 +407,31 @@ fn a_crash_between_the_epoch_cache_and_the_batches_leaves_no_entry_beyond_the_lo
     log.become_leader(1).unwrap();
     log.append(&batch(2, 10), NOW).unwrap();
     drop(log);
-    fs::write(dir.join("leader-epoch-checkpoint"), "0\n2\n1 0\n4 2\n").unwrap();
+    // An epoch said to start beyond the log end (its records were lost) is dropped.
+    fs::write(dir.join("leader-epoch-checkpoint"), "0\n2\n1 0\n4 3\n").unwrap();
     let log = open(&dir, config(), false);
     assert_eq!(epochs(&log), [(1, 0)], "no record of epoch 4 made it");
     assert_eq!(log.leader_epoch(), 1);
     assert_eq!(
         fs::read_to_string(dir.join("leader-epoch-checkpoint")).unwrap(),
         "0\n1\n1 0\n"
+    );
+    drop(log);
+    // One that starts at the log end (a leader that appended nothing yet) is still true:
+    // it stays, and reopening writes nothing.
+    fs::write(dir.join("leader-epoch-checkpoint"), "0\n2\n1 0\n4 2\n").unwrap();
+    let before = fs::metadata(dir.join("leader-epoch-checkpoint"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    let log = open(&dir, config(), true);
+    assert_eq!(epochs(&log), [(1, 0), (4, 2)]);
+    assert_eq!(
+        fs::metadata(dir.join("leader-epoch-checkpoint"))
+            .unwrap()
+            .modified()
+            .unwrap(),
+        before
     );
 }
 
