@@ -97,7 +97,8 @@ impl ReplicaState {
 
     /// The high watermark the leader may advance to with log end `log_end_offset`: the
     /// smallest log end over the maximal ISR — unless that ISR is smaller than
-    /// `min_insync`, when nothing more is committed (Kafka 3.7, KAFKA-15583).
+    /// `min_insync`, when nothing more is committed: a record is committed only once
+    /// `min.insync.replicas` replicas have it.
     pub fn high_watermark_candidate(&self, log_end_offset: i64, min_insync: usize) -> Option<i64> {
         let isr = self.maximal_isr();
         if isr.len() < min_insync {
