@@ -333,6 +333,7 @@ async fn start_controller(config: &BrokerConfig) -> Result<ControllerPart, Broke
         leader_imbalance_check_interval_ms: kraft
             .auto_leader_rebalance_enable
             .then_some(kraft.leader_imbalance_check_interval_seconds * 1000),
+        unclean_leader_election_enable: config.log_defaults.unclean_leader_election,
     })
     .await?;
     let (shutdown, shutdown_rx) = watch::channel(false);

@@ -27,6 +27,9 @@ struct Contact {
 #[derive(Debug, Default)]
 pub struct BrokerHeartbeats {
     contacts: HashMap<BrokerId, Contact>,
+    /// `unclean.leader.election.enable` of the controller's server.properties: the
+    /// default for topics that do not set it.
+    unclean_leader_election: bool,
 }
 
 /// A broker's registration request.
@@ -49,6 +52,15 @@ pub struct Heartbeat {
 }
 
 impl BrokerHeartbeats {
+    /// No sessions yet; `unclean_leader_election` is the default for topics that do not
+    /// set `unclean.leader.election.enable`.
+    pub fn new(unclean_leader_election: bool) -> Self {
+        Self {
+            contacts: HashMap::new(),
+            unclean_leader_election,
+        }
+    }
+
     /// A newly active controller gives every registered broker a full session.
     pub fn reset(&mut self, image: &MetadataImage, now: Instant) {
         self.contacts = image
@@ -108,7 +120,7 @@ impl BrokerHeartbeats {
                     ),
                 ));
             }
-            records.extend(broker_gone(image, id));
+            records.extend(broker_gone(image, id, self.unclean_leader_election));
         }
         records.push(MetadataRecord::RegisterBroker {
             broker_id: id,
@@ -160,16 +172,28 @@ impl BrokerHeartbeats {
             if !broker.fenced && !broker.in_controlled_shutdown {
                 records.push(change(None, Some(true)));
                 let after = image.apply_at(image.offset, &records);
-                records.extend(broker_gone(&after, hb.broker_id));
+                records.extend(broker_gone(
+                    &after,
+                    hb.broker_id,
+                    self.unclean_leader_election,
+                ));
             }
         } else if broker.fenced && !hb.want_fence && caught_up {
             records.push(change(Some(false), None));
             let after = image.apply_at(image.offset, &records);
-            records.extend(broker_back(&after, hb.broker_id));
+            records.extend(broker_back(
+                &after,
+                hb.broker_id,
+                self.unclean_leader_election,
+            ));
         } else if !broker.fenced && hb.want_fence {
             records.push(change(Some(true), None));
             let after = image.apply_at(image.offset, &records);
-            records.extend(broker_gone(&after, hb.broker_id));
+            records.extend(broker_gone(
+                &after,
+                hb.broker_id,
+                self.unclean_leader_election,
+            ));
         }
         // Most heartbeats change nothing: the image is then as it is, not a copy.
         let changed;
@@ -223,7 +247,7 @@ impl BrokerHeartbeats {
     }
 
     /// The records that fence `broker` after its session expired.
-    pub fn fence(image: &MetadataImage, broker: BrokerId) -> Vec<MetadataRecord> {
+    pub fn fence(&self, image: &MetadataImage, broker: BrokerId) -> Vec<MetadataRecord> {
         let Some(b) = image.brokers.get(&broker) else {
             return Vec::new();
         };
@@ -234,7 +258,7 @@ impl BrokerHeartbeats {
             in_controlled_shutdown: None,
         }];
         let after = image.apply_at(image.offset, &records);
-        records.extend(broker_gone(&after, broker));
+        records.extend(broker_gone(&after, broker, self.unclean_leader_election));
         records
     }
 }

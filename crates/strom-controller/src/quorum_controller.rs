@@ -59,6 +59,9 @@ pub struct QuorumConfig {
     /// `leader.imbalance.check.interval.seconds` in ms, or `None` when
     /// `auto.leader.rebalance.enable` is false.
     pub leader_imbalance_check_interval_ms: Option<u64>,
+    /// `unclean.leader.election.enable` of this node's server.properties: the default for
+    /// topics that do not set it.
+    pub unclean_leader_election_enable: bool,
 }
 
 /// What the active controller tracks of each observer's fetches.
@@ -134,6 +137,7 @@ impl QuorumController {
     /// the static voter set (`controller.quorum.voters`); every voter may, with the same
     /// set, and openraft keeps the first.
     pub async fn start(config: QuorumConfig) -> std::io::Result<Arc<Self>> {
+        let unclean_leader_election = config.unclean_leader_election_enable;
         let log = LogStore::open(&config.dir)?;
         let state = StateMachine::open(&config.dir, &config.cluster_id)?;
         let election = config.election_timeout_ms.max(10);
@@ -175,7 +179,7 @@ impl QuorumController {
             raft,
             state,
             network,
-            heartbeats: Mutex::new(BrokerHeartbeats::default()),
+            heartbeats: Mutex::new(BrokerHeartbeats::new(unclean_leader_election)),
             observers: Mutex::new(HashMap::new()),
             writer: tokio::sync::Mutex::new(()),
             placement: AtomicUsize::new(0),
@@ -270,7 +274,7 @@ impl QuorumController {
                         let still = hb.expired(image, session, Instant::now()).contains(&broker);
                         Ok((
                             if still {
-                                BrokerHeartbeats::fence(image, broker)
+                                hb.fence(image, broker)
                             } else {
                                 Vec::new()
                             },

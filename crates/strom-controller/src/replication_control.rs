@@ -347,21 +347,14 @@ fn elect(
         .unwrap_or(BrokerId::NONE)
 }
 
-/// Whether `topic` may elect a replica outside its ISR when no ISR member is alive:
-/// `unclean.leader.election.enable` of the topic, else of the cluster-wide broker
-/// default (`--entity-default`), else false as in Kafka.
-pub fn unclean_allowed(image: &MetadataImage, topic: &str) -> bool {
-    const KEY: &str = "unclean.leader.election.enable";
+/// Whether `topic` may elect a replica outside its ISR when no ISR member is alive: its
+/// `unclean.leader.election.enable`, else `default` (the controller's own
+/// `unclean.leader.election.enable` from server.properties, false unless set, as Kafka).
+pub fn unclean_allowed(image: &MetadataImage, topic: &str, default: bool) -> bool {
     image
         .topic_configs(topic)
-        .get(KEY)
-        .or_else(|| {
-            image
-                .configs
-                .get(&ConfigResource::Broker(None))
-                .and_then(|c| c.get(KEY))
-        })
-        .is_some_and(|v| v == "true")
+        .get("unclean.leader.election.enable")
+        .map_or(default, |v| v == "true")
 }
 
 /// An unclean election: the first active replica in assignment order leads alone (its
@@ -376,12 +369,17 @@ fn elect_unclean(
 
 /// The partition changes after `broker` stops being usable (fenced, or in controlled
 /// shutdown): it leaves every ISR it can leave, and partitions it led get new leaders
-/// (out of the ISR only where unclean election is allowed).
-pub fn broker_gone(image: &MetadataImage, broker: BrokerId) -> Vec<MetadataRecord> {
+/// (out of the ISR only where unclean election is allowed, `unclean_default` for topics
+/// that do not say).
+pub fn broker_gone(
+    image: &MetadataImage,
+    broker: BrokerId,
+    unclean_default: bool,
+) -> Vec<MetadataRecord> {
     let active = |b: BrokerId| b != broker && image.is_active(b);
     let mut records = Vec::new();
     for topic in image.topics() {
-        let unclean = unclean_allowed(image, &topic.name);
+        let unclean = unclean_allowed(image, &topic.name, unclean_default);
         for (index, p) in topic.partitions.iter().enumerate() {
             if !p.isr.contains(&broker) && p.leader != broker {
                 continue;
@@ -427,11 +425,15 @@ fn change_record(
 /// The partition changes after `broker` becomes usable again: partitions without a
 /// leader whose ISR holds it get one; where unclean election is allowed, so do those
 /// whose ISR is gone but of which it is a replica.
-pub fn broker_back(image: &MetadataImage, broker: BrokerId) -> Vec<MetadataRecord> {
+pub fn broker_back(
+    image: &MetadataImage,
+    broker: BrokerId,
+    unclean_default: bool,
+) -> Vec<MetadataRecord> {
     let active = |b: BrokerId| b == broker || image.is_active(b);
     let mut records = Vec::new();
     for topic in image.topics() {
-        let unclean = unclean_allowed(image, &topic.name);
+        let unclean = unclean_allowed(image, &topic.name, unclean_default);
         for (index, p) in topic.partitions.iter().enumerate() {
             if p.has_leader() || !p.replicas.contains(&broker) {
                 continue;
@@ -759,7 +761,7 @@ mod tests {
         let image = cluster(&[1, 2]);
         let (records, _) = create_topics(&image, &[new_topic("t", 2, 1)], 0);
         let image = image.apply_at(2, &records);
-        let changes = broker_gone(&image, BrokerId(1));
+        let changes = broker_gone(&image, BrokerId(1), false);
         assert_eq!(changes.len(), 1);
         let image = image.apply_at(3, &changes);
         let p0 = &image.topic("t").unwrap().partitions[0];
@@ -768,7 +770,7 @@ mod tests {
             (BrokerId::NONE, vec![BrokerId(1)])
         );
         assert_eq!(p0.leader_epoch, LeaderEpoch(1));
-        let back = broker_back(&image, BrokerId(1));
+        let back = broker_back(&image, BrokerId(1), false);
         let image = image.apply_at(4, &back);
         let p0 = &image.topic("t").unwrap().partitions[0];
         assert_eq!((p0.leader, p0.leader_epoch), (BrokerId(1), LeaderEpoch(2)));
@@ -796,7 +798,7 @@ mod tests {
                 },
             ],
         );
-        let image = image.apply_at(3, &broker_gone(&image, BrokerId(1)));
+        let image = image.apply_at(3, &broker_gone(&image, BrokerId(1), false));
         let p = &image.topic("t").unwrap().partitions[0];
         assert_eq!(p.leader, BrokerId(3));
         assert_eq!(p.isr, vec![BrokerId(2), BrokerId(3)]);
@@ -886,7 +888,13 @@ mod tests {
 
     /// Fences (`fenced`) or unfences `broker` at `offset`, with the partition changes
     /// that follow at `offset + 1`.
-    fn set_fenced(image: &MetadataImage, offset: i64, broker: i32, fenced: bool) -> MetadataImage {
+    fn set_fenced(
+        image: &MetadataImage,
+        offset: i64,
+        broker: i32,
+        fenced: bool,
+        unclean_default: bool,
+    ) -> MetadataImage {
         let id = BrokerId(broker);
         let changed = image.apply_at(
             offset,
@@ -898,9 +906,9 @@ mod tests {
             }],
         );
         let follow = if fenced {
-            broker_gone(&changed, id)
+            broker_gone(&changed, id, unclean_default)
         } else {
-            broker_back(&changed, id)
+            broker_back(&changed, id, unclean_default)
         };
         changed.apply_at(offset + 1, &follow)
     }
@@ -908,10 +916,10 @@ mod tests {
     #[test]
     fn preferred_leaders_move_back_once_their_replica_is_in_the_isr_again() {
         let (image, _) = replicated(&cluster(&[1, 2, 3]));
-        let image = set_fenced(&image, 3, 1, true);
+        let image = set_fenced(&image, 3, 1, true, false);
         let p = &image.topic("r").unwrap().partitions[0];
         assert_eq!((p.leader, p.leader_epoch), (BrokerId(2), LeaderEpoch(1)));
-        let image = set_fenced(&image, 5, 1, false);
+        let image = set_fenced(&image, 5, 1, false, false);
         assert!(
             preferred_leaders(&image).is_empty(),
             "1 is not in the ISR yet"
@@ -943,7 +951,7 @@ mod tests {
             3,
             &alter_partition(&image, BrokerId(1), &[change(id, 0, 0, &[1])]).0,
         );
-        let clean = set_fenced(&image, 4, 1, true);
+        let clean = set_fenced(&image, 4, 1, true, false);
         let p = &clean.topic("r").unwrap().partitions[0];
         assert_eq!(
             (p.leader, p.isr.clone()),
@@ -955,16 +963,24 @@ mod tests {
             "an explicit UNCLEAN election is always allowed"
         );
 
-        let allowed = image.apply_at(
-            4,
-            &[MetadataRecord::Config {
-                resource: ConfigResource::Broker(None),
-                name: "unclean.leader.election.enable".into(),
-                value: Some("true".into()),
-            }],
-        );
-        let unclean = set_fenced(&allowed, 5, 1, true);
+        // Allowed by the controller's default...
+        let unclean = set_fenced(&image, 4, 1, true, true);
         let p = &unclean.topic("r").unwrap().partitions[0];
         assert_eq!((p.leader, p.isr.clone()), (BrokerId(2), vec![BrokerId(2)]));
+        // ... unless the topic says otherwise.
+        let strict = image.apply_at(
+            4,
+            &[MetadataRecord::Config {
+                resource: ConfigResource::Topic("r".into()),
+                name: "unclean.leader.election.enable".into(),
+                value: Some("false".into()),
+            }],
+        );
+        let unclean = set_fenced(&strict, 5, 1, true, true);
+        let p = &unclean.topic("r").unwrap().partitions[0];
+        assert_eq!(
+            (p.leader, p.isr.clone()),
+            (BrokerId::NONE, vec![BrokerId(1)])
+        );
     }
 }
