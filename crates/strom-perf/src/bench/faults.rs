@@ -280,20 +280,23 @@ fn inject(cluster: &mut LocalCluster, topic: &str, fault: Fault, p: usize) -> Re
 }
 
 /// Copies every node's log out of the cluster's directory (removed with the cluster), so
-/// a failed run can be understood; says where they went.
+/// a failed run can be understood; says where they went, with the last lines of each
+/// (a CI run shows only what is printed).
 fn save_logs(cluster: &LocalCluster) -> String {
     let dir = std::env::temp_dir().join(format!("strom-bench-faults-{}", std::process::id()));
     if let Err(e) = std::fs::create_dir_all(&dir) {
         return format!("the node logs could not be saved: {e}");
     }
+    let mut tails = String::new();
     for node in &cluster.nodes {
         let _ = cluster.pause(node.id, false);
-        let _ = std::fs::write(
-            dir.join(format!("node{}.log", node.id)),
-            cluster.stderr(node.id),
-        );
+        let log = cluster.stderr(node.id);
+        let _ = std::fs::write(dir.join(format!("node{}.log", node.id)), &log);
+        let lines: Vec<&str> = log.lines().filter(|l| !l.contains("openraft")).collect();
+        tails.push_str(&format!("\n--- node {} (last lines) ---\n", node.id));
+        tails.push_str(&lines[lines.len().saturating_sub(25)..].join("\n"));
     }
-    format!("node logs saved in {}", dir.display())
+    format!("node logs saved in {}{tails}", dir.display())
 }
 
 /// Runs the faults against a cluster started from `binary` and checks the result.
