@@ -35,6 +35,16 @@ pub struct CommitState {
     pub isr_len: usize,
 }
 
+/// What an acks=all produce waits for ([`Partition::wait_for_commit`]): the high
+/// watermark passing `last_offset` while this broker leads in `leader_epoch` and the ISR
+/// keeps `min_insync` members (the topic's `min.insync.replicas` at the append).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PendingCommit {
+    pub last_offset: i64,
+    pub leader_epoch: i32,
+    pub min_insync: usize,
+}
+
 /// An ISR change the leader wants to propose (AlterPartition).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IsrProposal {
@@ -123,15 +133,15 @@ impl Partition {
 
     /// Appends a producer's record set as the leader and wakes waiting fetches. With
     /// acks=all (`required_acks` -1) an ISR smaller than `min.insync.replicas` refuses the
-    /// append with NOT_ENOUGH_REPLICAS. Returns the append and the leader epoch it was
-    /// made in, for [`Self::wait_for_commit`].
+    /// append with NOT_ENOUGH_REPLICAS. Returns the append and what
+    /// [`Self::wait_for_commit`] waits for.
     pub fn append_as_leader(
         &self,
         records: &[u8],
         required_acks: i16,
-    ) -> Result<(AppendInfo, i32), ApiError> {
-        let (info, epoch) = self.try_with_log(|log| {
-            let (epoch, isr_len) = {
+    ) -> Result<(AppendInfo, PendingCommit), ApiError> {
+        let (info, commit, moved) = self.try_with_log(|log| {
+            let (leader_epoch, isr_len) = {
                 let replica = self.replica.lock();
                 if !replica.is_leader() {
                     return Ok(Err(self.not_leader()));
@@ -149,31 +159,40 @@ impl Partition {
                 )));
             }
             let info = log.append(records, crate::now_ms())?;
-            self.maybe_advance_high_watermark(log.log_end_offset(), min_insync);
-            Ok(Ok((info, epoch)))
+            let moved =
+                self.advance_high_watermark(&self.replica.lock(), log.log_end_offset(), min_insync);
+            let commit = PendingCommit {
+                last_offset: info.last_offset,
+                leader_epoch,
+                min_insync,
+            };
+            Ok(Ok((info, commit, moved)))
         })??;
-        if info.record_count > 0 {
+        if info.record_count > 0 || moved {
             self.wake_waiters();
         }
-        Ok((info, epoch))
+        Ok((info, commit))
     }
 
-    /// The purgatory of an acks=all produce: waits until the high watermark passes
-    /// `last_offset`, answering NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below
-    /// `min.insync.replicas` meanwhile, NOT_LEADER_OR_FOLLOWER if this broker stopped
-    /// leading in `epoch`, and REQUEST_TIMED_OUT after `timeout`.
+    /// The purgatory of an acks=all produce: waits until the high watermark passes the
+    /// append's last offset, answering NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank
+    /// below `min.insync.replicas` meanwhile, NOT_LEADER_OR_FOLLOWER if this broker stopped
+    /// leading in the append's epoch, and REQUEST_TIMED_OUT after `timeout`.
     pub async fn wait_for_commit(
         &self,
-        last_offset: i64,
-        epoch: i32,
+        commit: &PendingCommit,
         timeout: Duration,
     ) -> Result<(), ApiError> {
-        let min_insync = self
-            .with_log(|log| log.config().min_insync_replicas)
-            .map_err(ApiError::from)?;
+        let PendingCommit {
+            last_offset,
+            leader_epoch,
+            min_insync,
+        } = *commit;
         let mut commits = self.commits.subscribe();
         let done = |c: &CommitState| {
-            c.leader_epoch != epoch || c.high_watermark > last_offset || c.isr_len < min_insync
+            c.leader_epoch != leader_epoch
+                || c.high_watermark > last_offset
+                || c.isr_len < min_insync
         };
         let state = match tokio::time::timeout(timeout, commits.wait_for(done)).await {
             Ok(Ok(state)) => *state,
@@ -190,7 +209,7 @@ impl Partition {
                 ))
             }
         };
-        if state.leader_epoch != epoch {
+        if state.leader_epoch != leader_epoch {
             Err(self.not_leader())
         } else if state.high_watermark > last_offset {
             Ok(())
@@ -215,27 +234,31 @@ impl Partition {
         )
     }
 
-    /// Moves the high watermark to what the ISR's log ends allow, never backwards, and
-    /// wakes what waits on it.
-    fn maybe_advance_high_watermark(&self, log_end_offset: i64, min_insync: usize) {
-        let replica = self.replica.lock();
+    /// Moves the high watermark to what the ISR's log ends allow (`replica` is the locked
+    /// replication state), never backwards, and publishes it to the purgatory. Returns
+    /// whether it moved: the caller wakes the fetches once it has let go of the lock.
+    fn advance_high_watermark(
+        &self,
+        replica: &ReplicaState,
+        log_end_offset: i64,
+        min_insync: usize,
+    ) -> bool {
         if !replica.is_leader() {
-            return;
+            return false;
         }
         let Some(candidate) = replica.high_watermark_candidate(log_end_offset, min_insync) else {
-            return;
+            return false;
         };
-        let current = self.high_watermark.load(Ordering::Acquire);
-        if candidate > current {
-            assert!(
-                candidate <= log_end_offset,
-                "the high watermark {candidate} never passes the log end {log_end_offset}"
-            );
-            self.high_watermark.store(candidate, Ordering::Release);
-            self.publish_commit_state(&replica);
-            drop(replica);
-            self.wake_waiters();
+        if candidate <= self.high_watermark.load(Ordering::Acquire) {
+            return false;
         }
+        assert!(
+            candidate <= log_end_offset,
+            "the high watermark {candidate} never passes the log end {log_end_offset}"
+        );
+        self.high_watermark.store(candidate, Ordering::Release);
+        self.publish_commit_state(replica);
+        true
     }
 
     fn publish_commit_state(&self, replica: &ReplicaState) {
@@ -266,7 +289,7 @@ impl Partition {
         registration: Registration,
         initial_high_watermark: i64,
     ) -> Result<(), LogError> {
-        self.try_with_log(|log| {
+        let moved = self.try_with_log(|log| {
             let mut replica = self.replica.lock();
             if replica.local != local {
                 self.init_high_watermark(log, initial_high_watermark);
@@ -284,11 +307,15 @@ impl Partition {
                 replica.become_leader(registration, log.log_end_offset(), crate::now_ms());
             }
             self.publish_commit_state(&replica);
-            Ok(())
+            Ok(self.advance_high_watermark(
+                &replica,
+                log.log_end_offset(),
+                log.config().min_insync_replicas,
+            ))
         })?;
-        let (log_end, min_insync) =
-            self.with_log(|log| (log.log_end_offset(), log.config().min_insync_replicas))?;
-        self.maybe_advance_high_watermark(log_end, min_insync);
+        if moved {
+            self.wake_waiters();
+        }
         Ok(())
     }
 
@@ -375,37 +402,39 @@ impl Partition {
         let (log_end, min_insync) = self
             .with_log(|log| (log.log_end_offset(), log.config().min_insync_replicas))
             .map_err(ApiError::from)?;
-        {
-            let mut replica = self.replica.lock();
-            if !replica.is_leader() {
-                return Err(self.not_leader());
-            }
-            if !replica.update_follower(
-                follower,
-                fetch_offset.min(log_end),
-                log_end,
-                crate::now_ms(),
-            ) {
-                return Err(ApiError::new(
-                    ResponseError::NotLeaderOrFollower,
-                    format!(
-                        "Broker {} is not a replica of {}-{}",
-                        follower.0, self.topic, self.index
-                    ),
-                ));
-            }
-        }
-        self.maybe_advance_high_watermark(log_end, min_insync);
         let mut replica = self.replica.lock();
+        if !replica.is_leader() {
+            return Err(self.not_leader());
+        }
+        if !replica.update_follower(
+            follower,
+            fetch_offset.min(log_end),
+            log_end,
+            crate::now_ms(),
+        ) {
+            return Err(ApiError::new(
+                ResponseError::NotLeaderOrFollower,
+                format!(
+                    "Broker {} is not a replica of {}-{}",
+                    follower.0, self.topic, self.index
+                ),
+            ));
+        }
+        let moved = self.advance_high_watermark(&replica, log_end, min_insync);
         let hw = self.high_watermark.load(Ordering::Acquire);
-        Ok(replica.expanded_isr(follower, hw).map(|new_isr| {
+        let proposal = replica.expanded_isr(follower, hw).map(|new_isr| {
             replica.pending_isr = Some(new_isr.clone());
             IsrProposal {
                 leader_epoch: replica.leader_epoch,
                 partition_epoch: replica.partition_epoch,
                 new_isr,
             }
-        }))
+        });
+        drop(replica);
+        if moved {
+            self.wake_waiters();
+        }
+        Ok(proposal)
     }
 
     /// An ISR shrink to propose if followers have lagged for `lag_time_max_ms`.
@@ -425,7 +454,7 @@ impl Partition {
     /// dropped and may be proposed again).
     pub fn isr_change_settled(&self, accepted: Option<(i32, i32, Vec<BrokerId>)>) {
         let log = self.with_log(|log| (log.log_end_offset(), log.config().min_insync_replicas));
-        {
+        let moved = {
             let mut replica = self.replica.lock();
             match accepted {
                 Some((leader_epoch, partition_epoch, isr))
@@ -444,9 +473,12 @@ impl Partition {
                 _ => replica.pending_isr = None,
             }
             self.publish_commit_state(&replica);
-        }
-        if let Ok((end, min_insync)) = log {
-            self.maybe_advance_high_watermark(end, min_insync);
+            log.is_ok_and(|(end, min_insync)| {
+                self.advance_high_watermark(&replica, end, min_insync)
+            })
+        };
+        if moved {
+            self.wake_waiters();
         }
     }
 

@@ -43,9 +43,9 @@ pub async fn handle(ctx: &RequestContext<'_>, req: ProduceRequest) -> Option<Pro
                 Some(e) => Err(e.clone()),
                 None => replica_manager::leader(ctx.state, &topic.name, data.index).and_then(|p| {
                     let records = data.records.as_deref().unwrap_or_default();
-                    let (info, epoch) = p.append_as_leader(records, acks)?;
+                    let (info, commit) = p.append_as_leader(records, acks)?;
                     if acks == -1 {
-                        commits.push((appended.len(), results.len(), p, info.last_offset, epoch));
+                        commits.push((appended.len(), results.len(), p, commit));
                     }
                     Ok(info)
                 }),
@@ -57,9 +57,9 @@ pub async fn handle(ctx: &RequestContext<'_>, req: ProduceRequest) -> Option<Pro
     // The waits share one deadline; each checks its partition's state first, so waiting
     // for them one after another takes as long as the slowest.
     let deadline = tokio::time::Instant::now() + timeout;
-    for (t, i, p, last_offset, epoch) in commits {
+    for (t, i, p, commit) in commits {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        if let Err(e) = p.wait_for_commit(last_offset, epoch, left).await {
+        if let Err(e) = p.wait_for_commit(&commit, left).await {
             appended[t][i].1 = Err(e);
         }
     }
