@@ -1,7 +1,7 @@
 //! The client direction, for broker-to-broker requests (a follower's Fetch): encoding a
 //! request frame and decoding the response that answers it.
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
@@ -24,16 +24,7 @@ pub fn encode_request<R: Request + Encodable>(
         .with_request_api_version(version)
         .with_correlation_id(correlation_id)
         .with_client_id(Some(StrBytes::from_string(client_id.to_string())));
-    let header_version = R::header_version(version);
-    let size = header
-        .compute_size(header_version)
-        .and_then(|h| body.compute_size(version).map(|b| h + b))
-        .map_err(fail)?;
-    let mut buf = BytesMut::with_capacity(4 + size);
-    buf.put_i32(size as i32);
-    header.encode(&mut buf, header_version).map_err(fail)?;
-    body.encode(&mut buf, version).map_err(fail)?;
-    Ok(buf.freeze())
+    crate::frame::encode_frame(&header, R::header_version(version), body, version).map_err(fail)
 }
 
 /// Decodes a response frame (without its size prefix) to request `R` sent at `version`,

@@ -1,9 +1,26 @@
 //! Length-prefixed framing: every Kafka request and response is an `INT32` size followed by
 //! that many bytes.
 
-use bytes::{Buf, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::protocol::Encodable;
 
 use crate::WireError;
+
+/// One frame: the size prefix, `header` at `header_version`, then `body` at `version`
+/// (requests and responses alike), written into a buffer allocated once at its size.
+pub(crate) fn encode_frame<H: Encodable, B: Encodable>(
+    header: &H,
+    header_version: i16,
+    body: &B,
+    version: i16,
+) -> anyhow::Result<Bytes> {
+    let size = header.compute_size(header_version)? + body.compute_size(version)?;
+    let mut buf = BytesMut::with_capacity(4 + size);
+    buf.put_i32(size as i32);
+    header.encode(&mut buf, header_version)?;
+    body.encode(&mut buf, version)?;
+    Ok(buf.freeze())
+}
 
 /// Splits complete frames off a read buffer, refusing any frame above `max_frame_bytes`
 /// *before* buffering it, so a client cannot make the broker allocate what it announces.

@@ -1,6 +1,6 @@
 //! Encoding a response frame: size prefix, response header, body.
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::messages::ResponseHeader;
 use kafka_protocol::protocol::{Encodable, HeaderVersion};
 
@@ -22,14 +22,5 @@ pub fn encode_response<R: Encodable + HeaderVersion>(
         reason: e.to_string(),
     };
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
-    let header_version = R::header_version(version);
-    let size = header
-        .compute_size(header_version)
-        .and_then(|h| body.compute_size(version).map(|b| h + b))
-        .map_err(fail)?;
-    let mut buf = BytesMut::with_capacity(4 + size);
-    buf.put_i32(size as i32);
-    header.encode(&mut buf, header_version).map_err(fail)?;
-    body.encode(&mut buf, version).map_err(fail)?;
-    Ok(buf.freeze())
+    crate::frame::encode_frame(&header, R::header_version(version), body, version).map_err(fail)
 }
