@@ -92,17 +92,6 @@ struct Step {
     kill9: f64,
 }
 
-fn poll(what: &str, mut condition: impl FnMut() -> Result<bool>) -> Result<()> {
-    let deadline = Instant::now() + TIMEOUT;
-    while !condition().unwrap_or(false) {
-        if Instant::now() > deadline {
-            bail!("{what} did not happen within {TIMEOUT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    Ok(())
-}
-
 fn create_topics(addr: &str, names: &[String], partitions: i32, rf: i16) -> Result<bool> {
     let request = CreateTopicsRequest::default()
         .with_timeout_ms(60_000)
@@ -158,6 +147,14 @@ fn restore_preferred_leaders(witness: &str, broker: i32) -> Result<()> {
 
 fn secs(started: Instant) -> f64 {
     started.elapsed().as_secs_f64()
+}
+
+/// [`super::poll`] every 5 ms for up to [`TIMEOUT`]; an error of `condition` counts as
+/// not yet.
+fn poll(what: &str, mut condition: impl FnMut() -> Result<bool>) -> Result<()> {
+    super::poll(what, TIMEOUT, Duration::from_millis(5), || {
+        condition().unwrap_or(false)
+    })
 }
 
 fn sweep(args: &Args, session_ms: u64) -> Result<Vec<Step>> {

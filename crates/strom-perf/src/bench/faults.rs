@@ -151,12 +151,13 @@ impl FaultReport {
     }
 }
 
-/// Delivery reports by record number: (partition, offset) or the error.
+/// A librdkafka producer context that keeps every delivery report, by the record number
+/// sent as its opaque: (partition, offset) or the error. The cluster tests use it too.
 #[derive(Default)]
-struct Deliveries(Mutex<BTreeMap<usize, Delivery>>);
+pub struct Deliveries(pub Mutex<BTreeMap<usize, Delivery>>);
 
 /// Where a record landed (partition, offset), or why it did not.
-type Delivery = Result<(i32, i64), String>;
+pub type Delivery = Result<(i32, i64), String>;
 
 impl ClientContext for Deliveries {}
 
@@ -201,28 +202,21 @@ fn partitions(addr: &str, topic: &str) -> Result<Vec<PartitionState>> {
     Ok(out.into_iter().map(|(_, p)| p).collect())
 }
 
-/// Polls `condition` every 10 ms for up to [`TIMEOUT`].
-fn poll(what: &str, mut condition: impl FnMut() -> bool) -> Result<()> {
-    let deadline = Instant::now() + TIMEOUT;
-    while !condition() {
-        if Instant::now() > deadline {
-            bail!("{what} did not happen within {TIMEOUT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    Ok(())
-}
-
 /// Waits until every broker is listed and every partition has a leader and its whole
 /// replica set in the ISR.
 fn wait_whole(cluster: &LocalCluster, topic: &str) -> Result<()> {
     cluster.wait_until_ready(TIMEOUT)?;
-    poll("every ISR whole", || {
-        partitions(&cluster.bootstrap(), topic).is_ok_and(|ps| {
-            ps.iter()
-                .all(|(leader, replicas, isr)| *leader >= 0 && isr.len() == replicas.len())
-        })
-    })
+    super::poll(
+        "every ISR whole",
+        TIMEOUT,
+        Duration::from_millis(10),
+        || {
+            partitions(&cluster.bootstrap(), topic).is_ok_and(|ps| {
+                ps.iter()
+                    .all(|(leader, replicas, isr)| *leader >= 0 && isr.len() == replicas.len())
+            })
+        },
+    )
 }
 
 /// Injects `fault` on partition `p` and undoes it; returns the broker it hit.
@@ -248,7 +242,7 @@ fn inject(cluster: &mut LocalCluster, topic: &str, fault: Fault, p: usize) -> Re
                 .find(|n| n.id != leader && cluster.is_running(n.id))
                 .map(NodeInfo::address)
                 .context("a surviving broker")?;
-            poll("a new leader", || {
+            super::poll("a new leader", TIMEOUT, Duration::from_millis(10), || {
                 partitions(&survivor, topic)
                     .is_ok_and(|ps| ps.get(p).is_some_and(|(l, _, _)| *l >= 0 && *l != leader))
             })?;

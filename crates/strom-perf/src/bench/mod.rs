@@ -55,6 +55,24 @@ pub fn main(argv: Vec<String>) -> ExitCode {
     }
 }
 
+/// Polls `condition` every `interval` until it holds, or fails after `timeout` naming
+/// `what` did not happen. The cluster benches wait with it instead of sleeping.
+fn poll(
+    what: &str,
+    timeout: std::time::Duration,
+    interval: std::time::Duration,
+    mut condition: impl FnMut() -> bool,
+) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    while !condition() {
+        if Instant::now() > deadline {
+            anyhow::bail!("{what} did not happen within {timeout:?}");
+        }
+        std::thread::sleep(interval);
+    }
+    Ok(())
+}
+
 /// Parses `argv` for the bench command `name`, whose flags clap defines (`A`), and runs
 /// it; clap prints help and usage errors itself.
 fn clap_command<A: clap::Parser>(

@@ -73,17 +73,6 @@ fn visible(addr: &str, topic: &str, partitions: i32) -> bool {
     })
 }
 
-fn poll(what: &str, mut condition: impl FnMut() -> bool) -> Result<()> {
-    let deadline = Instant::now() + TIMEOUT;
-    while !condition() {
-        if Instant::now() > deadline {
-            bail!("{what} did not happen within {TIMEOUT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    Ok(())
-}
-
 fn summary(name: &str, values: &mut [f64]) {
     values.sort_by(f64::total_cmp);
     let median = values[values.len() / 2];
@@ -121,9 +110,12 @@ fn run(args: &Args) -> Result<()> {
             bail!("CreateTopics {topic} was refused");
         }
         for (_, addr) in &brokers {
-            poll("topic visible on every broker", || {
-                visible(addr, &topic, args.partitions)
-            })?;
+            super::poll(
+                "topic visible on every broker",
+                TIMEOUT,
+                Duration::from_millis(1),
+                || visible(addr, &topic, args.partitions),
+            )?;
         }
         propagation.push(started.elapsed().as_secs_f64() * 1000.0);
     }
@@ -140,12 +132,17 @@ fn run(args: &Args) -> Result<()> {
             .clone();
         let started = Instant::now();
         cluster.kill9(old)?;
-        poll("a new active controller", || {
-            kafka_rpc::describe_quorum(&survivor, Duration::from_secs(5)).is_ok_and(|q| {
-                q.topics[0].partitions[0].leader_id.0 > 0
-                    && q.topics[0].partitions[0].leader_id.0 != old
-            })
-        })?;
+        super::poll(
+            "a new active controller",
+            TIMEOUT,
+            Duration::from_millis(1),
+            || {
+                kafka_rpc::describe_quorum(&survivor, Duration::from_secs(5)).is_ok_and(|q| {
+                    q.topics[0].partitions[0].leader_id.0 > 0
+                        && q.topics[0].partitions[0].leader_id.0 != old
+                })
+            },
+        )?;
         elected.push(started.elapsed().as_secs_f64() * 1000.0);
         let topic = format!("failover-{round}");
         while !create_topic(&survivor, &topic, 1)? {
