@@ -11,7 +11,6 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::process::Command;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use common::client::{block_on, create_topic, send_waiting};
@@ -20,33 +19,13 @@ use common::{test_file, wait_until};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
-use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{Offset, TopicPartitionList};
 use strom_controller::rpc::{codes, Connection, Request, Response};
 use strom_controller::ControllerClient;
+use strom_perf::bench::faults::Deliveries;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Where an acknowledged record landed (partition, offset), or why it was not.
-type Delivery = Result<(i32, i64), String>;
-
-/// Delivery reports of every record, by its index.
-#[derive(Default)]
-struct Deliveries(Mutex<BTreeMap<usize, Delivery>>);
-
-impl ClientContext for Deliveries {}
-
-impl ProducerContext for Deliveries {
-    type DeliveryOpaque = Box<usize>;
-
-    fn delivery(&self, result: &DeliveryResult<'_>, index: Self::DeliveryOpaque) {
-        let outcome = match result {
-            Ok(m) => Ok((m.partition(), m.offset())),
-            Err((e, _)) => Err(e.to_string()),
-        };
-        self.0.lock().unwrap().insert(*index, outcome);
-    }
-}
 
 /// Produces `count` records to `topic` (record i to partition i mod `partitions`, value
 /// `i`) with an idempotent acks=all librdkafka producer, and returns where each landed.
