@@ -132,7 +132,6 @@ fn fetcher_id(key: &(String, i32), fetchers: usize) -> usize {
 struct Connection {
     stream: TcpStream,
     correlation_id: i32,
-    buf: BytesMut,
 }
 
 impl Connection {
@@ -144,7 +143,6 @@ impl Connection {
         Ok(Self {
             stream,
             correlation_id: 0,
-            buf: BytesMut::new(),
         })
     }
 
@@ -173,9 +171,16 @@ impl Connection {
                     "response of {size} bytes exceeds the limit of {max_bytes}"
                 ))
             })?;
-        self.buf.resize(size, 0);
-        self.stream.read_exact(&mut self.buf).await?;
-        let frame: Bytes = self.buf.split().freeze();
+        // Read straight into spare capacity: no zero-fill of a buffer about to be
+        // overwritten (a response is up to `replica.fetch.response.max.bytes`).
+        let mut frame = BytesMut::with_capacity(size);
+        let mut body = (&mut self.stream).take(size as u64);
+        while frame.len() < size {
+            if body.read_buf(&mut frame).await? == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+        }
+        let frame: Bytes = frame.freeze();
         let (cid, response) =
             strom_wire::client::decode_response::<FetchRequest>(FETCH_VERSION, frame)
                 .map_err(std::io::Error::other)?;
