@@ -38,4 +38,13 @@ impl Cluster {
     pub fn is_embedded(&self) -> bool {
         matches!(self, Cluster::Embedded(_))
     }
+
+    /// The broker processes whose CPU time a run can read: the embedded broker's; `None`
+    /// for an external cluster, whose processes are not ours to see.
+    pub fn broker_pids(&self) -> Option<Vec<u32>> {
+        match self {
+            Cluster::External(_) => None,
+            Cluster::Embedded(broker) => Some(vec![broker.pid()]),
+        }
+    }
 }

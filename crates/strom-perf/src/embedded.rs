@@ -89,6 +89,11 @@ impl EmbeddedBroker {
     pub fn data_dir(&self) -> &std::path::Path {
         self.data_dir.path()
     }
+
+    /// The broker's process id, to read its CPU time.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
 }
 
 impl Drop for EmbeddedBroker {

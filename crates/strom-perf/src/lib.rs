@@ -1,8 +1,9 @@
 //! strom's performance tools: Kafka's producer, consumer and end-to-end latency tools,
 //! byte-compatible in their output, plus `strom bench` and the reports Kafka's tools lack.
 //!
-//! Each tool talks to any Kafka-compatible cluster through librdkafka; with no bootstrap
-//! server given it starts an embedded strom broker ([`embedded`]).
+//! Each tool talks to any Kafka-compatible cluster through librdkafka or, with `--client
+//! native`, through strom's own client ([`native`]); with no bootstrap server given it
+//! starts an embedded strom broker ([`embedded`]).
 
 pub mod bench;
 pub mod cli;
@@ -11,6 +12,7 @@ pub mod cluster;
 pub mod cluster_cli;
 pub mod consumer_groups;
 pub mod consumer_perf_test;
+pub mod cpu;
 pub mod date_format;
 pub mod e2e_latency;
 pub mod embedded;
@@ -19,9 +21,11 @@ pub mod histogram;
 pub mod java_format;
 pub mod java_random;
 pub mod kafka_rpc;
+pub mod load_client;
 pub mod local_cluster;
 pub mod metadata_quorum;
 pub mod metrics;
+pub mod native;
 pub mod netns;
 pub mod producer_perf_test;
 pub mod progress;

@@ -310,6 +310,12 @@ impl LocalCluster {
             .join(",")
     }
 
+    /// The process ids of the running nodes, controllers included: together they are the
+    /// cluster's CPU cost.
+    pub fn pids(&self) -> Vec<u32> {
+        self.children.iter().flatten().map(Child::id).collect()
+    }
+
     fn running_brokers(&self) -> impl Iterator<Item = &NodeInfo> {
         self.nodes
             .iter()

@@ -4,6 +4,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::cpu::CpuUse;
 use crate::environment::Environment;
 use crate::histogram::{LatencyHistogram, LatencySummary, PercentilePoint};
 use crate::series::SeriesPoint;
@@ -22,6 +23,8 @@ pub struct RunReport {
     pub latency: Option<LatencySummary>,
     pub latency_curve: Vec<PercentilePoint>,
     pub series: Vec<SeriesPoint>,
+    /// What the run cost in CPU, when it was measured.
+    pub cpu: Option<CpuUse>,
 }
 
 impl RunReport {
@@ -32,15 +35,28 @@ impl RunReport {
         }
         self
     }
+
+    pub fn with_cpu(mut self, cpu: CpuUse) -> Self {
+        self.cpu = Some(cpu);
+        self
+    }
 }
 
 /// A comparison row of `strom bench`: strom's figure beside the seed's published one.
-#[derive(Debug, Clone, Serialize)]
+///
+/// `strom` and `seed` are the figures as printed; the numeric values, where a figure is
+/// one number, are what the HTML report charts. Rows of one experiment and metric measured
+/// with different load generators (`client`) are drawn side by side.
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct ComparisonRow {
     pub experiment: String,
     pub metric: String,
     pub strom: String,
     pub seed: String,
+    pub strom_value: Option<f64>,
+    pub seed_value: Option<f64>,
+    /// The load generator that measured `strom`: "librdkafka" or "native".
+    pub client: Option<String>,
 }
 
 /// The whole document written by `--json` and rendered by `--html`.

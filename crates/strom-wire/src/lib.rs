@@ -3,6 +3,7 @@
 //! code serves the broker's sockets, the log's recovery scan and the benchmarks.
 
 pub mod batch;
+pub mod batch_builder;
 pub mod client;
 pub mod codec;
 pub mod error;
@@ -12,6 +13,7 @@ pub mod request;
 pub mod response;
 
 pub use batch::{BatchError, RecordBatchHeader, RecordBatches, BATCH_HEADER_LEN};
+pub use batch_builder::{BatchBuilder, ProducerFields};
 pub use codec::Codec;
 pub use error::WireError;
 pub use frame::FrameDecoder;

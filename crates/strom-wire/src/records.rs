@@ -41,16 +41,30 @@ pub fn for_each_record<'a>(
     count: i32,
     mut f: impl FnMut(RecordView<'a>) -> Result<(), BatchError>,
 ) -> Result<(), BatchError> {
+    walk_records(records, count, |record| {
+        if record.offset_delta != record.index {
+            return Err(invalid(format!(
+                "Record {} of the batch has offset delta {}: offsets must be contiguous",
+                record.index, record.offset_delta
+            )));
+        }
+        f(record)
+    })
+}
+
+/// [`for_each_record`] as a consumer needs it: the same checks of lengths and fields, but
+/// offset deltas may skip (a compacted topic's batches keep the offsets of the records
+/// that survived), so the caller places each record by its `offset_delta`.
+pub fn walk_records<'a>(
+    records: &'a [u8],
+    count: i32,
+    mut f: impl FnMut(RecordView<'a>) -> Result<(), BatchError>,
+) -> Result<(), BatchError> {
     walk_lengths(records, count, |index, body| {
         let mut record = Cursor { bytes: body, at: 0 };
         record.take(1)?;
         let timestamp_delta = record.varlong()?;
         let offset_delta = record.varint()?;
-        if offset_delta != index {
-            return Err(invalid(format!(
-                "Record {index} of the batch has offset delta {offset_delta}: offsets must be contiguous"
-            )));
-        }
         let key = record.bytes_field()?;
         let value = record.bytes_field()?;
         let headers = record.varint()?;

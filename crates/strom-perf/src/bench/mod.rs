@@ -23,6 +23,7 @@ use anyhow::{Context, Result};
 
 use crate::cluster::Cluster;
 use crate::consumer_perf_test::{self, args::ConsumerArgs, run::ConsumerResult};
+use crate::cpu::{CpuMeter, CpuUse};
 use crate::date_format::DateFormat;
 use crate::histogram::LatencySummary;
 use crate::local_cluster::{ClusterSpec, LocalCluster};
@@ -179,6 +180,7 @@ pub fn run(args: &BenchArgs, argv: &[String]) -> Result<()> {
             "strom bench: producer, {name} ({} records)...",
             producer.num_records
         );
+        let meter = CpuMeter::start(cluster.broker_pids());
         let result =
             match producer_perf_test::run::run(producer, &bootstrap, Box::new(std::io::sink())) {
                 Ok(result) => result,
@@ -187,12 +189,14 @@ pub fn run(args: &BenchArgs, argv: &[String]) -> Result<()> {
                     continue;
                 }
             };
-        report.comparison.extend(producer_rows(name, &result, seed));
-        report.runs.push(producer_perf_test::run_report(
-            &format!("producer, {name}"),
-            producer,
-            &result,
-        ));
+        let cpu = meter.finish();
+        report
+            .comparison
+            .extend(producer_rows(name, &result, seed, cpu, LIBRDKAFKA));
+        report.runs.push(
+            producer_perf_test::run_report(&format!("producer, {name}"), producer, &result)
+                .with_cpu(cpu),
+        );
     }
 
     if args.replicated {
@@ -201,13 +205,13 @@ pub fn run(args: &BenchArgs, argv: &[String]) -> Result<()> {
 
     eprintln!("strom bench: loading {n} records of 10 bytes for the consumer runs...");
     let fill = producer_args(&topic_consume, n, 10, -1.0, Vec::new());
+    let meter = CpuMeter::start(cluster.broker_pids());
     let fill_result = producer_perf_test::run::run(&fill, &bootstrap, Box::new(std::io::sink()))
         .context("loading records for the consumer runs")?;
-    report.runs.push(producer_perf_test::run_report(
-        "producer, load for consumer runs",
-        &fill,
-        &fill_result,
-    ));
+    report.runs.push(
+        producer_perf_test::run_report("producer, load for consumer runs", &fill, &fill_result)
+            .with_cpu(meter.finish()),
+    );
     for (fetch_size, seed_msgs, seed_mb) in seeds::CONSUMER {
         eprintln!("strom bench: consumer, fetch size {fetch_size}...");
         let name = format!("000 consumer fetch {fetch_size}");
@@ -217,6 +221,7 @@ pub fn run(args: &BenchArgs, argv: &[String]) -> Result<()> {
             fetch_size,
             &format!("{prefix}-group-{fetch_size}"),
         )?;
+        let meter = CpuMeter::start(cluster.broker_pids());
         let result = match consumer_perf_test::run::run(&consumer, &bootstrap, &mut std::io::sink())
         {
             Ok(result) => result,
@@ -225,14 +230,18 @@ pub fn run(args: &BenchArgs, argv: &[String]) -> Result<()> {
                 continue;
             }
         };
-        report
-            .comparison
-            .extend(consumer_rows(&name, &result, seed_msgs, seed_mb));
-        report.runs.push(consumer_perf_test::run_report(
-            &format!("consumer, fetch size {fetch_size}"),
-            &consumer,
-            &result,
+        let cpu = meter.finish();
+        report.comparison.extend(consumer_rows(
+            &name, &result, seed_msgs, seed_mb, cpu, LIBRDKAFKA,
         ));
+        report.runs.push(
+            consumer_perf_test::run_report(
+                &format!("consumer, fetch size {fetch_size}"),
+                &consumer,
+                &result,
+            )
+            .with_cpu(cpu),
+        );
     }
     drop(cluster);
 
@@ -288,16 +297,22 @@ fn replicated_runs(args: &BenchArgs, prefix: &str, report: &mut Report) -> Resul
             args.records
         );
         let producer = producer_args(&topic, args.records, 100, -1.0, properties);
+        // The brokers of a cluster given with --bootstrap-server are not ours to read.
+        let meter = CpuMeter::start(local.as_ref().map(LocalCluster::pids));
         match producer_perf_test::run::run(&producer, &bootstrap, Box::new(std::io::sink())) {
             Ok(result) => {
+                let cpu = meter.finish();
                 report
                     .comparison
-                    .extend(producer_rows(name, &result, &seed));
-                report.runs.push(producer_perf_test::run_report(
-                    &format!("producer, {name}"),
-                    &producer,
-                    &result,
-                ));
+                    .extend(producer_rows(name, &result, &seed, cpu, LIBRDKAFKA));
+                report.runs.push(
+                    producer_perf_test::run_report(
+                        &format!("producer, {name}"),
+                        &producer,
+                        &result,
+                    )
+                    .with_cpu(cpu),
+                );
             }
             Err(e) => report.comparison.push(failed(name, &e)),
         }
@@ -348,6 +363,7 @@ fn producer_args(
         key_range: None,
         json: None,
         html: None,
+        client: crate::load_client::LoadClient::default(),
     }
 }
 
@@ -375,13 +391,56 @@ fn consumer_args(topic: &str, records: u64, fetch_size: u64, group: &str) -> Res
     })
 }
 
+/// The load generator of the runs here, as [`ComparisonRow::client`] names it.
+const LIBRDKAFKA: &str = "librdkafka";
+
+/// A row whose figures are text only (not charted).
 fn row(experiment: &str, metric: &str, strom: String, seed: Option<String>) -> ComparisonRow {
     ComparisonRow {
         experiment: experiment.to_string(),
         metric: metric.to_string(),
         strom,
         seed: seed.unwrap_or_else(|| "-".to_string()),
+        ..ComparisonRow::default()
     }
+}
+
+/// A row of one number each, printed with `show` and kept as a number for the charts.
+fn figure(
+    experiment: &str,
+    metric: &str,
+    strom: f64,
+    seed: Option<f64>,
+    show: impl Fn(f64) -> String,
+) -> ComparisonRow {
+    ComparisonRow {
+        strom_value: Some(strom),
+        seed_value: seed,
+        ..row(experiment, metric, show(strom), seed.map(&show))
+    }
+}
+
+/// The CPU seconds of one run, client and broker; the seeds published none.
+fn cpu_row(experiment: &str, cpu: CpuUse) -> ComparisonRow {
+    let broker = cpu
+        .broker_s
+        .map_or_else(|| "unknown".to_string(), |s| format!("{s:.2}"));
+    row(
+        experiment,
+        "CPU s (client / broker)",
+        format!("{:.2} / {broker}", cpu.client_s),
+        None,
+    )
+}
+
+/// Marks `rows` as measured with the load generator `client`.
+fn measured_with(rows: Vec<ComparisonRow>, client: &str) -> Vec<ComparisonRow> {
+    rows.into_iter()
+        .map(|r| ComparisonRow {
+            client: Some(client.to_string()),
+            ..r
+        })
+        .collect()
 }
 
 /// A run that failed still gets a row, so one broken experiment does not hide the others.
@@ -393,43 +452,43 @@ fn producer_rows(
     name: &str,
     result: &ProducerResult,
     seed: &ProducerFigures,
+    cpu: CpuUse,
+    client: &str,
 ) -> Vec<ComparisonRow> {
     let t = &result.totals;
     let [p50, p95, p99, p999] = t.percentiles;
-    let ms = |v: u32| format!("{v} ms");
+    let ms = |v: f64| format!("{v:.0} ms");
+    let ms_of = |v: Option<u32>| v.map(f64::from);
     let hdr: LatencySummary = result.histogram.summary();
-    let us = |v: u64| format!("{:.2} ms", v as f64 / 1000.0);
-    vec![
-        row(
+    let rows = vec![
+        figure(
             name,
             "records/s",
-            thousands(t.records_per_sec()),
-            seed.records_per_sec.map(thousands),
+            t.records_per_sec(),
+            seed.records_per_sec,
+            thousands,
         ),
-        row(
+        figure(name, "MB/s (MiB)", t.mib_per_sec(), seed.mb_per_sec, |v| {
+            format!("{v:.2}")
+        }),
+        figure(name, "avg latency", t.avg_latency_ms(), seed.avg_ms, |v| {
+            format!("{v:.2} ms")
+        }),
+        figure(name, "p50", f64::from(p50), ms_of(seed.p50_ms), ms),
+        figure(name, "p95", f64::from(p95), ms_of(seed.p95_ms), ms),
+        figure(name, "p99", f64::from(p99), ms_of(seed.p99_ms), ms),
+        figure(name, "p99.9", f64::from(p999), ms_of(seed.p999_ms), ms),
+        figure(name, "max", t.max_latency_ms as f64, ms_of(seed.max_ms), ms),
+        figure(
             name,
-            "MB/s (MiB)",
-            format!("{:.2}", t.mib_per_sec()),
-            seed.mb_per_sec.map(|v| format!("{v:.2}")),
+            "p99.99 (HdrHistogram)",
+            hdr.p9999_us as f64 / 1000.0,
+            None,
+            |v| format!("{v:.2} ms"),
         ),
-        row(
-            name,
-            "avg latency",
-            format!("{:.2} ms", t.avg_latency_ms()),
-            seed.avg_ms.map(|v| format!("{v:.2} ms")),
-        ),
-        row(name, "p50", ms(p50), seed.p50_ms.map(ms)),
-        row(name, "p95", ms(p95), seed.p95_ms.map(ms)),
-        row(name, "p99", ms(p99), seed.p99_ms.map(ms)),
-        row(name, "p99.9", ms(p999), seed.p999_ms.map(ms)),
-        row(
-            name,
-            "max",
-            format!("{} ms", t.max_latency_ms),
-            seed.max_ms.map(ms),
-        ),
-        row(name, "p99.99 (HdrHistogram)", us(hdr.p9999_us), None),
-    ]
+        cpu_row(name, cpu),
+    ];
+    measured_with(rows, client)
 }
 
 fn consumer_rows(
@@ -437,6 +496,8 @@ fn consumer_rows(
     result: &ConsumerResult,
     seed_msgs: f64,
     seed_mb: Option<f64>,
+    cpu: CpuUse,
+    client: &str,
 ) -> Vec<ComparisonRow> {
     let s = &result.summary;
     let name = if result.timed_out {
@@ -444,19 +505,25 @@ fn consumer_rows(
     } else {
         name.to_string()
     };
-    vec![
-        row(
+    let rows = vec![
+        figure(
             &name,
             "msg/s",
-            thousands(s.messages as f64 / s.elapsed_sec()),
-            Some(thousands(seed_msgs)),
+            s.messages as f64 / s.elapsed_sec(),
+            Some(seed_msgs),
+            thousands,
         ),
-        row(
+        figure(
             &name,
             "MB/s (MiB)",
-            format!("{:.2}", s.mib() / s.elapsed_sec()),
-            seed_mb.map(|v| format!("{v:.2}")),
+            s.mib() / s.elapsed_sec(),
+            seed_mb,
+            |v| format!("{v:.2}"),
         ),
-        row(&name, "records", s.messages.to_string(), None),
-    ]
+        figure(&name, "records", s.messages as f64, None, |v| {
+            format!("{v:.0}")
+        }),
+        cpu_row(&name, cpu),
+    ];
+    measured_with(rows, client)
 }

@@ -79,6 +79,7 @@ mod tests {
             metric: m.into(),
             strom: "1".into(),
             seed: "22".into(),
+            ..ComparisonRow::default()
         };
         let text = render(&[row("a", "records/s"), row("a", "p99"), row("b", "x")]);
         let lines: Vec<&str> = text.lines().collect();

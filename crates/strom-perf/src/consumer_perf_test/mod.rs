@@ -12,6 +12,7 @@ use std::process::ExitCode;
 use serde_json::json;
 
 use crate::cluster::Cluster;
+use crate::cpu::CpuMeter;
 use crate::report::{Report, RunReport};
 use args::{ConsumerArgs, Outcome};
 use run::ConsumerResult;
@@ -38,7 +39,9 @@ pub fn main(argv: Vec<String>) -> ExitCode {
 
 fn run_and_report(args: &ConsumerArgs, argv: &[String]) -> anyhow::Result<()> {
     let cluster = Cluster::connect(args.bootstrap().as_deref())?;
+    let meter = CpuMeter::start(cluster.broker_pids());
     let result = run::run(args, cluster.bootstrap(), &mut std::io::stdout())?;
+    let cpu = meter.finish();
     if !result.histogram.is_empty() {
         eprintln!(
             "{}",
@@ -48,12 +51,13 @@ fn run_and_report(args: &ConsumerArgs, argv: &[String]) -> anyhow::Result<()> {
                 .line("Record age at consumption (now - record timestamp)")
         );
     }
+    eprintln!("CPU: {cpu}");
     Report::write_single_run(
         "consumer-perf-test",
         argv,
         args.json.as_deref(),
         args.html.as_deref(),
-        || run_report("consumer-perf-test", args, &result),
+        || run_report("consumer-perf-test", args, &result).with_cpu(cpu),
     )?;
     drop(cluster);
     Ok(())
@@ -92,6 +96,7 @@ pub fn run_report(name: &str, args: &ConsumerArgs, result: &ConsumerResult) -> R
         latency: None,
         latency_curve: Vec::new(),
         series: result.series.clone(),
+        cpu: None,
     }
     .with_histogram(&result.histogram)
 }

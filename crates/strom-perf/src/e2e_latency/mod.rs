@@ -59,6 +59,7 @@ pub fn run_report(name: &str, args: &E2eArgs, result: &E2eResult) -> RunReport {
         latency: None,
         latency_curve: Vec::new(),
         series: Vec::new(),
+        cpu: None,
     }
     .with_histogram(&result.histogram)
 }

@@ -2,6 +2,7 @@
 //! plus strom's `--json` and `--html`.
 
 use crate::cli::{self, CliError, OptionSpec};
+use crate::load_client::LoadClient;
 use crate::properties::{self, Properties};
 
 /// argparse4j's program name in Kafka 3.x, used in usage and error lines.
@@ -30,6 +31,7 @@ const SPECS: &[OptionSpec] = &[
     OptionSpec::one("key-distribution"),
     OptionSpec::one("json"),
     OptionSpec::one("html"),
+    OptionSpec::one("client"),
 ];
 
 /// Where payloads come from: the required one-of group of Kafka's parser.
@@ -65,6 +67,8 @@ pub struct ProducerArgs {
     pub key_range: Option<(u64, KeyDistribution)>,
     pub json: Option<String>,
     pub html: Option<String>,
+    /// strom: the Kafka client that generates the load.
+    pub client: LoadClient,
 }
 
 /// Why parsing stopped: help requested, or an error worded as Kafka's parser words it.
@@ -164,6 +168,10 @@ pub fn parse(args: &[String]) -> Result<ProducerArgs, Outcome> {
         key_range: key_range.map(|r| (r as u64, distribution)),
         json: p.value("json").map(String::from),
         html: p.value("html").map(String::from),
+        client: match p.value("client") {
+            None => LoadClient::default(),
+            Some(value) => LoadClient::parse(value).map_err(Outcome::Error)?,
+        },
     })
 }
 
@@ -286,7 +294,7 @@ pub fn usage() -> String {
         "[--reporting-interval REPORTING-INTERVAL]",
         "[--record-key-range RECORD-KEY-RANGE]",
         "[--key-distribution {RANGE,RANDOM}]",
-        "[--json FILE] [--html FILE]",
+        "[--json FILE] [--html FILE] [--client {librdkafka,native}]",
         "(--record-size RECORD-SIZE | --payload-file PAYLOAD-FILE | --payload-monotonic)",
     ];
     let mut out = format!("usage: {PROG} {}\n", lines[0]);
@@ -318,6 +326,7 @@ pub fn help() -> String {
         ("--key-distribution {RANGE,RANDOM}", "How keys are chosen in the key range: i % range, or uniformly at random. (default: RANGE)"),
         ("--json FILE", "strom: write every figure, the settings, the environment and the time series as JSON."),
         ("--html FILE", "strom: write a self-contained HTML page with throughput and latency plots."),
+        ("--client {librdkafka,native}", "strom: the Kafka client that generates the load: librdkafka, what applications use, or strom's native client, whose cost per record is a fraction of librdkafka's so that the broker limits the run. (default: librdkafka)"),
         ("--record-size RECORD-SIZE", "message size in bytes. Note that you must provide exactly one of --record-size or --payload-file or --payload-monotonic."),
         ("--payload-file PAYLOAD-FILE", "file to read the message payloads from. This works only for UTF-8 encoded text files. Payloads will be read from this file and a payload will be randomly selected when sending messages. Note that you must provide exactly one of --record-size or --payload-file or --payload-monotonic."),
         ("--payload-monotonic", "payload is monotonically increasing integer. Note that you must provide exactly one of --record-size or --payload-file or --payload-monotonic. (default: false)"),

@@ -1,4 +1,5 @@
-//! `strom producer-perf-test`: Kafka's kafka-producer-perf-test on librdkafka.
+//! `strom producer-perf-test`: Kafka's kafka-producer-perf-test on librdkafka, or on
+//! strom's native client with `--client native`.
 //!
 //! stdout carries exactly Kafka's lines; strom's extra figures (HdrHistogram latency,
 //! embedded-broker notice, warnings) go to stderr, so anything that parses Kafka's output
@@ -7,6 +8,7 @@
 pub mod args;
 mod context;
 mod delivery_queue;
+mod native_run;
 pub mod output;
 pub mod payload;
 mod recorder;
@@ -19,6 +21,7 @@ use std::process::ExitCode;
 use serde_json::json;
 
 use crate::cluster::Cluster;
+use crate::cpu::CpuMeter;
 use crate::report::{Report, RunReport};
 use args::{Outcome, ProducerArgs, PROG};
 use run::ProducerResult;
@@ -41,19 +44,22 @@ pub fn main(argv: Vec<String>) -> ExitCode {
 
 fn run_and_report(args: &ProducerArgs, argv: &[String]) -> anyhow::Result<()> {
     let cluster = Cluster::connect(args.bootstrap().as_deref())?;
+    let meter = CpuMeter::start(cluster.broker_pids());
     let result = run::run(args, cluster.bootstrap(), Box::new(std::io::stdout()))?;
+    let cpu = meter.finish();
     let label = if result.throttled {
         "Latency from intended send time"
     } else {
         "Latency from send time"
     };
     eprintln!("{}", result.histogram.summary().line(label));
+    eprintln!("CPU: {cpu}");
     Report::write_single_run(
         "producer-perf-test",
         argv,
         args.json.as_deref(),
         args.html.as_deref(),
-        || run_report("producer-perf-test", args, &result),
+        || run_report("producer-perf-test", args, &result).with_cpu(cpu),
     )?;
     drop(cluster);
     Ok(())
@@ -87,6 +93,7 @@ pub fn run_report(name: &str, args: &ProducerArgs, result: &ProducerResult) -> R
         latency: None,
         latency_curve: Vec::new(),
         series: result.series.clone(),
+        cpu: None,
     }
     .with_histogram(&result.histogram)
 }

@@ -17,6 +17,7 @@ use super::stats::{Stats, Totals};
 use super::topic_handle::{SendError, TopicHandle};
 use crate::clock;
 use crate::histogram::LatencyHistogram;
+use crate::load_client::LoadClient;
 use crate::metrics;
 use crate::progress::Progress;
 use crate::property_map::{self, Mapped, Role};
@@ -71,6 +72,9 @@ pub fn run(
     bootstrap: &str,
     mut out: Box<dyn Write + Send>,
 ) -> Result<ProducerResult> {
+    if args.client == LoadClient::Native {
+        return super::native_run::run(args, bootstrap, out);
+    }
     if args.throughput == 0.0 {
         // Kafka's throttler blocks forever at a target of 0 records/sec.
         bail!("--throughput 0 would never send a record");

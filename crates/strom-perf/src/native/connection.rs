@@ -1,0 +1,283 @@
+//! One connection to one broker: requests written in order, several in flight, each
+//! response matched to its request by correlation id as it arrives.
+//!
+//! Kafka answers the requests of one connection in the order they were sent, so the
+//! pending requests are a queue: a response must carry the correlation id at its head,
+//! and anything else is a broker that cannot be trusted (the run ends with a message, it
+//! does not hang waiting for an answer that will never match).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use anyhow::{anyhow, bail, Context, Result};
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::api_versions_request::ApiVersionsRequest;
+use kafka_protocol::messages::ApiKey;
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use parking_lot::Mutex;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+
+/// The largest response frame accepted: above any `fetch.max.bytes` the tools use, and
+/// small enough that a broker announcing a huge frame cannot make the client allocate it.
+const MAX_RESPONSE: usize = 256 << 20;
+/// UNSUPPORTED_VERSION, which a broker answers to an ApiVersions version it lacks.
+const UNSUPPORTED_VERSION: i16 = 35;
+
+/// What a pending request waits for: the response frame after its size prefix.
+type Reply = oneshot::Sender<Result<Bytes, String>>;
+
+/// A request written and not yet answered.
+struct Pending {
+    correlation_id: i32,
+    reply: Reply,
+}
+
+/// The write side, its queue of pending requests and the next correlation id: one lock,
+/// so the order of the queue is the order of the bytes on the wire.
+struct Writer {
+    stream: OwnedWriteHalf,
+    next_correlation_id: i32,
+    buf: BytesMut,
+}
+
+/// The API versions a broker supports, from its ApiVersions answer.
+#[derive(Debug, Clone, Default)]
+pub struct ApiVersions(HashMap<i16, (i16, i16)>);
+
+impl ApiVersions {
+    /// The highest version of `key` both sides speak, given the client's own range.
+    pub fn pick(&self, key: ApiKey, client_min: i16, client_max: i16) -> Result<i16> {
+        let (min, max) = self
+            .0
+            .get(&(key as i16))
+            .copied()
+            .ok_or_else(|| anyhow!("the broker does not support {key:?}"))?;
+        let version = max.min(client_max);
+        if version < min.max(client_min) {
+            bail!(
+                "the broker supports {key:?} v{min}-v{max}, the native client v{client_min}-v{client_max}"
+            );
+        }
+        Ok(version)
+    }
+}
+
+/// A connection to one broker.
+pub struct Connection {
+    /// `host:port`, for messages.
+    pub address: String,
+    client_id: String,
+    writer: tokio::sync::Mutex<Writer>,
+    pending: Arc<Mutex<VecDeque<Pending>>>,
+    closed: Arc<AtomicBool>,
+    pub versions: ApiVersions,
+}
+
+impl Connection {
+    /// Connects to `address` and negotiates API versions.
+    pub async fn connect(address: &str, client_id: &str) -> Result<Arc<Self>> {
+        let stream = TcpStream::connect(address)
+            .await
+            .with_context(|| format!("cannot connect to {address}"))?;
+        stream.set_nodelay(true)?;
+        let (read, write) = stream.into_split();
+        let pending = Arc::new(Mutex::new(VecDeque::new()));
+        let closed = Arc::new(AtomicBool::new(false));
+        tokio::spawn(read_responses(
+            read,
+            Arc::clone(&pending),
+            Arc::clone(&closed),
+            address.to_string(),
+        ));
+        let mut connection = Self {
+            address: address.to_string(),
+            client_id: client_id.to_string(),
+            writer: tokio::sync::Mutex::new(Writer {
+                stream: write,
+                next_correlation_id: 0,
+                buf: BytesMut::with_capacity(64 * 1024),
+            }),
+            pending,
+            closed,
+            versions: ApiVersions::default(),
+        };
+        connection.versions = connection.negotiate().await?;
+        Ok(Arc::new(connection))
+    }
+
+    /// ApiVersions v3, or v0 when the broker does not know v3 (it then answers v0).
+    async fn negotiate(&self) -> Result<ApiVersions> {
+        let request = ApiVersionsRequest::default()
+            .with_client_software_name(StrBytes::from_static_str("strom-perf"))
+            .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
+        let mut response = self.call(3, &request).await?;
+        if response.error_code == UNSUPPORTED_VERSION {
+            response = self.call(0, &ApiVersionsRequest::default()).await?;
+        }
+        if response.error_code != 0 {
+            bail!(
+                "{} answered ApiVersions with error {}",
+                self.address,
+                response.error_code
+            );
+        }
+        Ok(ApiVersions(
+            response
+                .api_keys
+                .iter()
+                .map(|k| (k.api_key, (k.min_version, k.max_version)))
+                .collect(),
+        ))
+    }
+
+    /// Gives up on the connection (a request went unanswered past its timeout): the next
+    /// request opens a new one, as Kafka's clients disconnect on a request timeout.
+    pub fn abort(&self) {
+        self.closed.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the broker closed the connection or broke the protocol.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Relaxed)
+    }
+
+    /// Sends `body` at `version` and waits for its response.
+    pub async fn call<R>(&self, version: i16, body: &R) -> Result<R::Response>
+    where
+        R: Request + Encodable,
+        R::Response: Decodable + HeaderVersion,
+    {
+        self.send(version, body).await?.await
+    }
+
+    /// Writes `body` at `version` and returns the future of its response, so that more
+    /// requests can be written before the first is answered.
+    pub async fn send<R>(
+        &self,
+        version: i16,
+        body: &R,
+    ) -> Result<impl std::future::Future<Output = Result<R::Response>>>
+    where
+        R: Request + Encodable,
+        R::Response: Decodable + HeaderVersion,
+    {
+        let (correlation_id, rx) = self.write(version, body, true).await?;
+        let rx = rx.expect("a response was asked for");
+        let address = self.address.clone();
+        Ok(async move {
+            let frame = rx
+                .await
+                .map_err(|_| anyhow!("the connection to {address} was dropped"))?
+                .map_err(|e| anyhow!("{e}"))?;
+            let (id, response) = strom_wire::client::decode_response::<R>(version, frame)
+                .with_context(|| format!("{address} sent a malformed {:?} response", R::KEY))?;
+            debug_assert_eq!(id, correlation_id, "the reader matched the queue's head");
+            Ok(response)
+        })
+    }
+
+    /// Writes `body` expecting no response (a Produce with acks=0).
+    pub async fn send_without_response<R: Request + Encodable>(
+        &self,
+        version: i16,
+        body: &R,
+    ) -> Result<()> {
+        self.write(version, body, false).await.map(|_| ())
+    }
+
+    async fn write<R: Request + Encodable>(
+        &self,
+        version: i16,
+        body: &R,
+        expect_response: bool,
+    ) -> Result<(i32, Option<oneshot::Receiver<Result<Bytes, String>>>)> {
+        if self.is_closed() {
+            bail!("the connection to {} is closed", self.address);
+        }
+        let mut writer = self.writer.lock().await;
+        let correlation_id = writer.next_correlation_id;
+        writer.next_correlation_id = correlation_id.wrapping_add(1);
+        let header = kafka_protocol::messages::RequestHeader::default()
+            .with_request_api_key(R::KEY)
+            .with_request_api_version(version)
+            .with_correlation_id(correlation_id)
+            .with_client_id(Some(StrBytes::from_string(self.client_id.clone())));
+        let writer = &mut *writer;
+        writer.buf.clear();
+        writer.buf.extend_from_slice(&[0; 4]);
+        header
+            .encode(&mut writer.buf, R::header_version(version))
+            .and_then(|()| body.encode(&mut writer.buf, version))
+            .map_err(|e| anyhow!("cannot encode {:?} v{version}: {e}", R::KEY))?;
+        let size = (writer.buf.len() - 4) as i32;
+        writer.buf[..4].copy_from_slice(&size.to_be_bytes());
+        let rx = expect_response.then(|| {
+            let (tx, rx) = oneshot::channel();
+            self.pending.lock().push_back(Pending {
+                correlation_id,
+                reply: tx,
+            });
+            rx
+        });
+        if let Err(e) = writer.stream.write_all(&writer.buf).await {
+            self.closed.store(true, Ordering::Relaxed);
+            return Err(anyhow!("cannot write to {}: {e}", self.address));
+        }
+        Ok((correlation_id, rx))
+    }
+}
+
+/// Reads response frames and hands each to the request at the head of the queue; on a
+/// closed connection or a protocol violation fails every pending request with the reason.
+async fn read_responses(
+    mut read: OwnedReadHalf,
+    pending: Arc<Mutex<VecDeque<Pending>>>,
+    closed: Arc<AtomicBool>,
+    address: String,
+) {
+    let reason = loop {
+        match read_frame(&mut read, &address).await {
+            Ok(frame) => {
+                let head = pending.lock().pop_front();
+                let Some(head) = head else {
+                    break format!("{address} sent a response to no request");
+                };
+                let id = i32::from_be_bytes(frame[..4].try_into().expect("4 bytes"));
+                if id != head.correlation_id {
+                    let message = format!(
+                        "{address} answered correlation id {id} where {} was next",
+                        head.correlation_id
+                    );
+                    let _ = head.reply.send(Err(message.clone()));
+                    break message;
+                }
+                let _ = head.reply.send(Ok(frame));
+            }
+            Err(reason) => break reason,
+        }
+    };
+    closed.store(true, Ordering::Relaxed);
+    for waiting in pending.lock().drain(..) {
+        let _ = waiting.reply.send(Err(reason.clone()));
+    }
+}
+
+/// One size-prefixed frame; a size outside 4..=MAX_RESPONSE is a broken peer.
+async fn read_frame(read: &mut OwnedReadHalf, address: &str) -> Result<Bytes, String> {
+    let size = read
+        .read_i32()
+        .await
+        .map_err(|e| format!("{address} closed the connection ({e})"))?;
+    if size < 4 || size as usize > MAX_RESPONSE {
+        return Err(format!("{address} sent a response frame of {size} bytes"));
+    }
+    let mut frame = BytesMut::zeroed(size as usize);
+    read.read_exact(&mut frame)
+        .await
+        .map_err(|e| format!("{address} sent a truncated response ({e})"))?;
+    Ok(frame.freeze())
+}

@@ -1,0 +1,643 @@
+//! The native producer: records appended in place to one open batch per partition,
+//! batches sealed when full or after `linger.ms`, sent to each partition's leader with up
+//! to `max.in.flight.requests.per.connection` Produce requests in flight per broker, and
+//! every acknowledgement (or failure) handed to a [`DeliveryHandler`].
+//!
+//! Everything runs on the caller's task (a current-thread runtime): the send loop appends,
+//! seals and writes requests, and yields after each write so the connections' readers
+//! can hand over responses. There is no sender thread to hand records to, no lock and no
+//! per-record allocation; a record costs its copy into the batch and a few varints.
+//!
+//! Idempotence as Kafka's: a producer id from InitProducerId, a sequence per partition
+//! assigned when a batch is sealed and kept across retries, and a partition whose batch
+//! must be retried sends nothing else until its in-flight batches have come back, so
+//! retried batches reach the broker in sequence order.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use bytes::Bytes;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ApiKey, InitProducerIdRequest, ProduceRequest, ProduceResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use strom_wire::{BatchBuilder, ProducerFields};
+use tokio::sync::mpsc;
+
+use super::client::{NativeClient, PartitionLeader};
+use super::config::ProducerConfig;
+use super::errors;
+use super::partitioner::Partitioner;
+use crate::clock;
+
+/// DUPLICATE_SEQUENCE_NUMBER: the broker already has this batch (a retry of one whose
+/// answer was lost), which is a success for the producer.
+const DUPLICATE_SEQUENCE_NUMBER: i16 = 46;
+/// OUT_OF_ORDER_SEQUENCE_NUMBER: an earlier batch of the partition is being retried.
+const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
+/// NETWORK_EXCEPTION, what a request whose connection broke counts as.
+const NETWORK_EXCEPTION: i16 = 13;
+/// REQUEST_TIMED_OUT, for a request not answered within `request.timeout.ms`.
+const REQUEST_TIMED_OUT: i16 = 7;
+
+/// What the caller tracks per record: its index, when it was sent and its value's size.
+#[derive(Debug, Clone, Copy)]
+pub struct RecordTag {
+    pub index: u64,
+    pub sent_ns: u64,
+    pub value_len: u32,
+}
+
+/// Receives every record's outcome, a batch at a time, as Kafka's callbacks would.
+pub trait DeliveryHandler {
+    fn delivered(&mut self, records: &[RecordTag], ack_ns: u64, outcome: Result<(), &str>);
+}
+
+/// A batch still taking records.
+struct OpenBatch {
+    builder: BatchBuilder,
+    tags: Vec<RecordTag>,
+    created_ns: u64,
+}
+
+/// A sealed batch waiting to be sent, in flight, or waiting to be retried.
+struct SealedBatch {
+    partition: i32,
+    bytes: Bytes,
+    tags: Vec<RecordTag>,
+    base_sequence: i32,
+    created_ns: u64,
+    attempts: u32,
+}
+
+#[derive(Default)]
+struct PartitionQueue {
+    open: Option<OpenBatch>,
+    ready: VecDeque<SealedBatch>,
+    next_sequence: i32,
+    in_flight: usize,
+    /// A batch failed and is retried: send one batch at a time until one succeeds.
+    retrying: bool,
+    retry_at_ns: u64,
+}
+
+/// The answer (or failure) of one Produce request.
+struct Completion {
+    node: i32,
+    batches: Vec<SealedBatch>,
+    ack_ns: u64,
+    response: Result<ProduceResponse, String>,
+}
+
+pub struct NativeProducer<H: DeliveryHandler> {
+    client: Arc<NativeClient>,
+    config: ProducerConfig,
+    topic: TopicName,
+    leaders: Vec<PartitionLeader>,
+    partitions: Vec<PartitionQueue>,
+    partitioner: Partitioner,
+    in_flight: HashMap<i32, usize>,
+    producer: ProducerFields,
+    produce_version: HashMap<i32, i16>,
+    completions_tx: mpsc::UnboundedSender<Completion>,
+    completions: mpsc::UnboundedReceiver<Completion>,
+    /// Bytes of sealed batches not yet acknowledged, bounded by `buffer.memory`.
+    buffered: usize,
+    /// Batches sealed and not yet completed, over all partitions.
+    outstanding: usize,
+    metadata_stale: bool,
+    /// The earliest time an open batch's linger ends.
+    linger_deadline_ns: Option<u64>,
+    /// Wall-clock milliseconds at `clock` 0, for record timestamps.
+    wall_offset_ms: i64,
+    pub handler: H,
+}
+
+impl<H: DeliveryHandler> NativeProducer<H> {
+    /// Connects to the cluster, looks up `topic` (waiting for its partitions to have
+    /// leaders) and obtains a producer id when idempotence is on.
+    pub async fn connect(
+        client: Arc<NativeClient>,
+        config: ProducerConfig,
+        topic: &str,
+        handler: H,
+    ) -> Result<Self> {
+        let leaders = wait_for_leaders(&client, topic).await?;
+        let producer = if config.idempotence {
+            init_producer_id(&client).await?
+        } else {
+            ProducerFields::NONE
+        };
+        let (completions_tx, completions) = mpsc::unbounded_channel();
+        let wall_now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        Ok(Self {
+            client,
+            partitions: (0..leaders.len())
+                .map(|_| PartitionQueue::default())
+                .collect(),
+            partitioner: Partitioner::new(leaders.len()),
+            leaders,
+            config,
+            topic: TopicName(StrBytes::from_string(topic.to_string())),
+            in_flight: HashMap::new(),
+            producer,
+            produce_version: HashMap::new(),
+            completions_tx,
+            completions,
+            buffered: 0,
+            outstanding: 0,
+            metadata_stale: false,
+            linger_deadline_ns: None,
+            wall_offset_ms: wall_now_ms - clock::ms(clock::now_ns()) as i64,
+            handler,
+        })
+    }
+
+    /// Appends one record; seals and sends its batch when full. Waits only when
+    /// `buffer.memory` is used up by unacknowledged batches.
+    pub async fn send(&mut self, key: Option<&[u8]>, value: &[u8], tag: RecordTag) -> Result<()> {
+        let partition = self.partitioner.partition(key);
+        let timestamp = self.wall_offset_ms + clock::ms(tag.sent_ns) as i64;
+        let queue = &mut self.partitions[partition];
+        let mut sealed = false;
+        if let Some(open) = &queue.open {
+            let after = open
+                .builder
+                .size_with(key.map(<[u8]>::len), Some(value.len()));
+            if after > self.config.batch_size && open.builder.count() > 0 {
+                self.seal(partition)?;
+                sealed = true;
+            }
+        }
+        let queue = &mut self.partitions[partition];
+        let open = queue.open.get_or_insert_with(|| OpenBatch {
+            builder: BatchBuilder::new(Vec::with_capacity(self.config.batch_size), timestamp),
+            tags: Vec::with_capacity(self.config.batch_size / 64),
+            created_ns: tag.sent_ns,
+        });
+        if open.builder.count() == 0 {
+            let deadline = tag.sent_ns + self.config.linger.as_nanos() as u64;
+            self.linger_deadline_ns = Some(
+                self.linger_deadline_ns
+                    .map_or(deadline, |d| d.min(deadline)),
+            );
+        }
+        open.builder.append(timestamp, key, Some(value), &[]);
+        open.tags.push(tag);
+        if open.builder.size() >= self.config.batch_size {
+            self.seal(partition)?;
+            sealed = true;
+        }
+        if self.linger_deadline_ns.is_some_and(|d| tag.sent_ns >= d) {
+            self.seal_lingered(tag.sent_ns)?;
+            sealed = true;
+        }
+        if sealed {
+            self.after_seal().await?;
+        }
+        Ok(())
+    }
+
+    /// After a batch was sealed: hand over answers that arrived, send what can be sent,
+    /// let the connections read, and wait while the buffer is full.
+    async fn after_seal(&mut self) -> Result<()> {
+        self.drain_completions()?;
+        self.dispatch().await?;
+        tokio::task::yield_now().await;
+        self.drain_completions()?;
+        while self.buffered > self.config.buffer_memory {
+            self.wait(None).await?;
+        }
+        Ok(())
+    }
+
+    /// Waits until `until_ns` (the next intended send time of a throttled run) while
+    /// serving answers, lingering batches and retries.
+    pub async fn idle_until(&mut self, until_ns: u64) -> Result<()> {
+        while clock::now_ns() < until_ns {
+            self.wait(Some(until_ns)).await?;
+        }
+        Ok(())
+    }
+
+    /// Seals every open batch and waits until every record has its outcome.
+    pub async fn flush(&mut self) -> Result<()> {
+        for partition in 0..self.partitions.len() {
+            if self.partitions[partition].open.is_some() {
+                self.seal(partition)?;
+            }
+        }
+        self.linger_deadline_ns = None;
+        self.dispatch().await?;
+        while self.outstanding > 0 {
+            self.wait(None).await?;
+        }
+        Ok(())
+    }
+
+    /// Waits for one answer, or until the earliest of `until_ns`, a linger deadline and a
+    /// retry backoff; then serves whatever became due.
+    async fn wait(&mut self, until_ns: Option<u64>) -> Result<()> {
+        let now = clock::now_ns();
+        let retry_at = self
+            .partitions
+            .iter()
+            .filter(|p| !p.ready.is_empty() && p.retry_at_ns > now)
+            .map(|p| p.retry_at_ns)
+            .min();
+        let wake = [until_ns, self.linger_deadline_ns, retry_at]
+            .into_iter()
+            .flatten()
+            .min();
+        let received = match wake {
+            Some(at) => {
+                let timeout = Duration::from_nanos(at.saturating_sub(now));
+                tokio::time::timeout(timeout, self.completions.recv())
+                    .await
+                    .ok()
+                    .flatten()
+            }
+            None => self.completions.recv().await,
+        };
+        if let Some(completion) = received {
+            self.complete(completion)?;
+        }
+        self.drain_completions()?;
+        let now = clock::now_ns();
+        if self.linger_deadline_ns.is_some_and(|d| now >= d) {
+            self.seal_lingered(now)?;
+        }
+        self.dispatch().await
+    }
+
+    fn drain_completions(&mut self) -> Result<()> {
+        while let Ok(completion) = self.completions.try_recv() {
+            self.complete(completion)?;
+        }
+        Ok(())
+    }
+
+    /// Seals the open batch of `partition`, assigning its sequence numbers.
+    fn seal(&mut self, partition: usize) -> Result<()> {
+        let queue = &mut self.partitions[partition];
+        let Some(open) = queue.open.take() else {
+            return Ok(());
+        };
+        let count = open.builder.count();
+        let base_sequence = if self.config.idempotence {
+            let base = queue.next_sequence;
+            queue.next_sequence = base.wrapping_add(count) & i32::MAX;
+            base
+        } else {
+            -1
+        };
+        let fields = ProducerFields {
+            base_sequence,
+            ..self.producer
+        };
+        let bytes = open
+            .builder
+            .finish(self.config.codec, self.config.compression_level, fields)
+            .context("cannot compress a batch")?;
+        self.buffered += bytes.len();
+        self.outstanding += 1;
+        queue.ready.push_back(SealedBatch {
+            partition: partition as i32,
+            bytes: Bytes::from(bytes),
+            tags: open.tags,
+            base_sequence,
+            created_ns: open.created_ns,
+            attempts: 0,
+        });
+        self.partitioner.on_batch_sealed(partition);
+        Ok(())
+    }
+
+    /// Seals every open batch whose linger ended by `now`, and finds the next deadline.
+    fn seal_lingered(&mut self, now: u64) -> Result<()> {
+        let linger = self.config.linger.as_nanos() as u64;
+        let mut next = None;
+        for partition in 0..self.partitions.len() {
+            let Some(created) = self.partitions[partition]
+                .open
+                .as_ref()
+                .map(|o| o.created_ns)
+            else {
+                continue;
+            };
+            if created + linger <= now {
+                self.seal(partition)?;
+            } else {
+                next = Some(next.map_or(created + linger, |n: u64| n.min(created + linger)));
+            }
+        }
+        self.linger_deadline_ns = next;
+        Ok(())
+    }
+
+    /// Sends one Produce request per broker with spare in-flight capacity, holding at
+    /// most one batch per partition (as Kafka's sender drains), until nothing can go.
+    async fn dispatch(&mut self) -> Result<()> {
+        if self.metadata_stale {
+            self.refresh_leaders().await?;
+        }
+        loop {
+            let now = clock::now_ns();
+            let mut by_node: HashMap<i32, Vec<SealedBatch>> = HashMap::new();
+            let mut sizes: HashMap<i32, usize> = HashMap::new();
+            for (partition, queue) in self.partitions.iter_mut().enumerate() {
+                let leader = self.leaders[partition].leader;
+                if leader < 0
+                    || queue.ready.is_empty()
+                    || queue.retry_at_ns > now
+                    || (queue.retrying && queue.in_flight > 0)
+                    || self.in_flight.get(&leader).copied().unwrap_or(0)
+                        >= self.config.max_in_flight
+                {
+                    continue;
+                }
+                let size = sizes.entry(leader).or_default();
+                let next = queue.ready.front().map_or(0, |b| b.bytes.len());
+                if *size > 0 && *size + next > self.config.max_request_size {
+                    continue;
+                }
+                *size += next;
+                let batch = queue.ready.pop_front().expect("not empty");
+                queue.in_flight += 1;
+                by_node.entry(leader).or_default().push(batch);
+            }
+            if by_node.is_empty() {
+                return Ok(());
+            }
+            for (node, batches) in by_node {
+                *self.in_flight.entry(node).or_default() += 1;
+                self.send_request(node, batches).await?;
+            }
+        }
+    }
+
+    /// Writes one Produce request to `node`; its answer arrives as a [`Completion`].
+    async fn send_request(&mut self, node: i32, batches: Vec<SealedBatch>) -> Result<()> {
+        let request = ProduceRequest::default()
+            .with_acks(self.config.acks)
+            .with_timeout_ms(self.config.request_timeout.as_millis() as i32)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(self.topic.clone())
+                .with_partition_data(
+                    batches
+                        .iter()
+                        .map(|b| {
+                            PartitionProduceData::default()
+                                .with_index(b.partition)
+                                .with_records(Some(b.bytes.clone()))
+                        })
+                        .collect(),
+                )]);
+        let tx = self.completions_tx.clone();
+        let connection = match self.client.connection(node).await {
+            Ok(connection) => connection,
+            Err(e) => {
+                let _ = tx.send(Completion {
+                    node,
+                    batches,
+                    ack_ns: clock::now_ns(),
+                    response: Err(format!("{e:#}")),
+                });
+                return Ok(());
+            }
+        };
+        let version = match self.produce_version.get(&node) {
+            Some(&v) => v,
+            None => {
+                let v = connection.versions.pick(ApiKey::Produce, 3, 11)?;
+                self.produce_version.insert(node, v);
+                v
+            }
+        };
+        if self.config.acks == 0 {
+            let written = connection.send_without_response(version, &request).await;
+            let _ = tx.send(Completion {
+                node,
+                batches,
+                ack_ns: clock::now_ns(),
+                response: written
+                    .map(|()| ProduceResponse::default())
+                    .map_err(|e| format!("{e:#}")),
+            });
+            return Ok(());
+        }
+        let timeout = self.config.request_timeout;
+        match connection.send(version, &request).await {
+            Ok(answer) => {
+                tokio::spawn(async move {
+                    let response = match tokio::time::timeout(timeout, answer).await {
+                        Ok(Ok(response)) => Ok(response),
+                        Ok(Err(e)) => Err(format!("{e:#}")),
+                        Err(_) => {
+                            connection.abort();
+                            Err(format!(
+                                "no answer from {} within request.timeout.ms",
+                                connection.address
+                            ))
+                        }
+                    };
+                    let _ = tx.send(Completion {
+                        node,
+                        batches,
+                        ack_ns: clock::now_ns(),
+                        response,
+                    });
+                });
+            }
+            Err(e) => {
+                let _ = tx.send(Completion {
+                    node,
+                    batches,
+                    ack_ns: clock::now_ns(),
+                    response: Err(format!("{e:#}")),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Accounts one request's answer: deliveries, retries, or the end of the run when the
+    /// broker answered something it was not asked.
+    fn complete(&mut self, completion: Completion) -> Result<()> {
+        if let Some(n) = self.in_flight.get_mut(&completion.node) {
+            *n = n.saturating_sub(1);
+        }
+        let codes: Vec<i16> = match &completion.response {
+            Ok(response) if self.config.acks == 0 => vec![0; completion.batches.len()],
+            Ok(response) => self.partition_codes(response, &completion.batches)?,
+            Err(reason) => {
+                if completion.batches.iter().all(|b| b.attempts == 0) {
+                    eprintln!("WARNING: native producer: {reason}; retrying");
+                }
+                let code = if reason.contains("request.timeout.ms") {
+                    REQUEST_TIMED_OUT
+                } else {
+                    NETWORK_EXCEPTION
+                };
+                self.metadata_stale = true;
+                vec![code; completion.batches.len()]
+            }
+        };
+        for (batch, code) in completion.batches.into_iter().zip(codes) {
+            self.complete_batch(batch, code, completion.ack_ns)?;
+        }
+        Ok(())
+    }
+
+    /// The error code of each batch of a request, in request order; a partition missing
+    /// from the answer, or one not asked for, ends the run.
+    fn partition_codes(
+        &self,
+        response: &ProduceResponse,
+        batches: &[SealedBatch],
+    ) -> Result<Vec<i16>> {
+        let mut codes: HashMap<i32, i16> = HashMap::new();
+        for topic in &response.responses {
+            if topic.name != self.topic {
+                bail!(
+                    "the broker answered Produce for topic {}, which was not in the request",
+                    topic.name.as_str()
+                );
+            }
+            for p in &topic.partition_responses {
+                if !batches.iter().any(|b| b.partition == p.index) {
+                    bail!(
+                        "the broker answered Produce for partition {}-{}, which was not in the request",
+                        self.topic.as_str(),
+                        p.index
+                    );
+                }
+                codes.insert(p.index, p.error_code);
+            }
+        }
+        batches
+            .iter()
+            .map(|b| {
+                codes.get(&b.partition).copied().ok_or_else(|| {
+                    anyhow!(
+                        "the broker's Produce answer left out partition {}-{}",
+                        self.topic.as_str(),
+                        b.partition
+                    )
+                })
+            })
+            .collect()
+    }
+
+    fn complete_batch(&mut self, mut batch: SealedBatch, code: i16, ack_ns: u64) -> Result<()> {
+        let partition = batch.partition as usize;
+        let queue = &mut self.partitions[partition];
+        queue.in_flight -= 1;
+        if code == 0 || code == DUPLICATE_SEQUENCE_NUMBER {
+            queue.retrying = false;
+            self.finish(batch, ack_ns, Ok(()));
+            return Ok(());
+        }
+        let retriable = errors::is_retriable(code)
+            || (self.config.idempotence && code == OUT_OF_ORDER_SEQUENCE_NUMBER);
+        let expired = clock::now_ns().saturating_sub(batch.created_ns)
+            > self.config.delivery_timeout.as_nanos() as u64;
+        if retriable && batch.attempts < self.config.retries && !expired {
+            batch.attempts += 1;
+            if errors::needs_metadata(code) {
+                self.metadata_stale = true;
+            }
+            queue.retrying = true;
+            queue.retry_at_ns = clock::now_ns() + self.config.retry_backoff.as_nanos() as u64;
+            // Back in sequence order: the batches that come back after this one have
+            // higher sequences, and go behind it.
+            let at = queue
+                .ready
+                .iter()
+                .position(|b| b.base_sequence > batch.base_sequence || !self.config.idempotence)
+                .unwrap_or(queue.ready.len());
+            queue.ready.insert(at, batch);
+            return Ok(());
+        }
+        let reason = errors::describe(code, "Produce");
+        if self.config.idempotence {
+            bail!(
+                "the idempotent producer cannot deliver a batch of partition {}-{partition}: {reason}",
+                self.topic.as_str()
+            );
+        }
+        self.finish(batch, ack_ns, Err(&reason));
+        Ok(())
+    }
+
+    fn finish(&mut self, batch: SealedBatch, ack_ns: u64, outcome: Result<(), &str>) {
+        self.buffered -= batch.bytes.len();
+        self.outstanding -= 1;
+        self.handler.delivered(&batch.tags, ack_ns, outcome);
+    }
+
+    async fn refresh_leaders(&mut self) -> Result<()> {
+        self.metadata_stale = false;
+        match self.client.leaders(self.topic.as_str(), false).await {
+            Ok(leaders) if leaders.len() == self.leaders.len() => self.leaders = leaders,
+            Ok(leaders) => bail!(
+                "topic {} changed from {} to {} partitions during the run",
+                self.topic.as_str(),
+                self.leaders.len(),
+                leaders.len()
+            ),
+            // The cluster may be between leaders; the next failure asks again.
+            Err(_) => self.metadata_stale = true,
+        }
+        Ok(())
+    }
+}
+
+/// The partitions' leaders once every partition has one (up to Kafka's `max.block.ms`
+/// of 60 s: a topic just created may not have them yet).
+async fn wait_for_leaders(client: &NativeClient, topic: &str) -> Result<Vec<PartitionLeader>> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let result = client.leaders(topic, true).await;
+        match result {
+            Ok(leaders) if leaders.iter().all(|l| l.leader >= 0) => return Ok(leaders),
+            Ok(_) | Err(_) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Ok(_) => bail!("topic {topic} has partitions without a leader after 60 s"),
+            Err(e) => {
+                return Err(e.context(format!(
+                    "Topic {topic} not present in metadata after 60000 ms."
+                )))
+            }
+        }
+    }
+}
+
+/// A producer id and epoch for an idempotent producer without a transactional id.
+async fn init_producer_id(client: &NativeClient) -> Result<ProducerFields> {
+    let connection = client.any_connection().await?;
+    let version = connection.versions.pick(ApiKey::InitProducerId, 0, 4)?;
+    let request = InitProducerIdRequest::default()
+        .with_transactional_id(None)
+        .with_transaction_timeout_ms(60_000)
+        .with_producer_id((-1).into())
+        .with_producer_epoch(-1);
+    let response = connection.call(version, &request).await?;
+    if response.error_code != 0 {
+        bail!(
+            "cannot get a producer id: {}",
+            errors::describe(response.error_code, "InitProducerId")
+        );
+    }
+    Ok(ProducerFields {
+        producer_id: response.producer_id.0,
+        producer_epoch: response.producer_epoch,
+        base_sequence: 0,
+    })
+}

@@ -1,0 +1,194 @@
+//! The send loop on strom's native client (`--client native`): the same records, the same
+//! statistics and output lines as the librdkafka loop, with the native producer's
+//! acknowledgements in place of librdkafka's delivery reports.
+
+use std::io::Write;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+
+use super::args::ProducerArgs;
+use super::output;
+use super::payload::{Keys, Payloads};
+use super::recorder::Recorder;
+use super::run::ProducerResult;
+use super::stats::Stats;
+use crate::clock;
+use crate::native::client::NativeClient;
+use crate::native::config::ProducerConfig;
+use crate::native::producer::{DeliveryHandler, NativeProducer, RecordTag};
+use crate::progress::Progress;
+
+/// Turns acknowledgements into Kafka's statistics, as the librdkafka loop's delivery
+/// callback does: latency per record from its send time (or, throttled, from its intended
+/// send time for the HdrHistogram).
+struct Deliveries {
+    recorder: Recorder,
+    /// `Some((start_ns, interval_ns))` when throttled.
+    schedule: Option<(u64, f64)>,
+}
+
+impl DeliveryHandler for Deliveries {
+    fn delivered(&mut self, records: &[RecordTag], ack_ns: u64, outcome: Result<(), &str>) {
+        let now = Instant::now();
+        match outcome {
+            Ok(()) => {
+                for tag in records {
+                    let from_ns = match self.schedule {
+                        Some((start, interval)) => {
+                            (start + (tag.index as f64 * interval) as u64).min(tag.sent_ns)
+                        }
+                        None => tag.sent_ns,
+                    };
+                    self.recorder.on_success(
+                        tag.index,
+                        clock::latency_ms(tag.sent_ns, ack_ns),
+                        ack_ns.saturating_sub(from_ns) / 1000,
+                        u64::from(tag.value_len),
+                        ack_ns,
+                        now,
+                    );
+                }
+            }
+            Err(reason) => {
+                for _ in records {
+                    self.recorder.on_failure(&reason);
+                }
+            }
+        }
+        self.recorder.add_progress(records.len() as u64);
+    }
+}
+
+/// Runs the test with the native producer against `bootstrap`.
+pub fn run(
+    args: &ProducerArgs,
+    bootstrap: &str,
+    mut out: Box<dyn Write + Send>,
+) -> Result<ProducerResult> {
+    if args.throughput == 0.0 {
+        bail!("--throughput 0 would never send a record");
+    }
+    if args.transactions_enabled() {
+        bail!("the native client does not run transactions; use --client librdkafka");
+    }
+    let config = ProducerConfig::from_properties(&args.properties, "perf-producer-client")?;
+    config
+        .warnings
+        .iter()
+        .for_each(|w| eprintln!("WARNING: {w}"));
+    if args.print_metrics {
+        eprintln!("WARNING: --print-metrics prints librdkafka's metrics; the native client has none to print");
+    }
+    let settings = effective_settings(&config);
+    let mut payloads = Payloads::new(&args.payload, args.num_records, &mut out)?;
+    let mut keys = args.key_range.map(|(range, dist)| Keys::new(range, dist));
+    if args.warmup_records > 0 {
+        writeln!(out, "{}", output::warmup_line(args.warmup_records))?;
+    }
+    let throttled = args.throughput > 0.0;
+    let interval_ns = 1e9 / args.throughput;
+    let progress = Progress::start("producing", args.num_records);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the native producer's runtime")?;
+    let recorder = Recorder::new(
+        Stats::new(args.num_records, args.reporting_interval_ms, 0),
+        args.warmup_records,
+        Instant::now(),
+        progress.counter(),
+        out,
+    );
+    let handler = Deliveries {
+        recorder,
+        schedule: None,
+    };
+    let (end, mut handler) = runtime.block_on(async {
+        let client = NativeClient::new(bootstrap, &config.client_id)?;
+        let mut producer = NativeProducer::connect(client, config, &args.topic, handler).await?;
+        let start = Instant::now();
+        let start_ns = clock::ns_of(start);
+        producer.handler.recorder.start(
+            Stats::new(
+                args.num_records,
+                args.reporting_interval_ms,
+                clock::ms(start_ns),
+            ),
+            start,
+        );
+        if throttled {
+            producer.handler.schedule = Some((start_ns, interval_ns));
+        }
+        for i in 0..args.num_records {
+            if throttled {
+                let intended = start_ns + (i as f64 * interval_ns) as u64;
+                if intended > clock::now_ns() + 1_000_000 {
+                    producer.idle_until(intended).await?;
+                }
+            }
+            if i == args.warmup_records && i > 0 {
+                producer.handler.recorder.begin_steady_state(
+                    args.num_records - args.warmup_records,
+                    args.reporting_interval_ms,
+                    clock::ms(clock::now_ns()),
+                );
+            }
+            let value = payloads.next(i);
+            let key = keys.as_mut().map(|k| k.next(i));
+            let tag = RecordTag {
+                index: i,
+                sent_ns: clock::now_ns(),
+                value_len: value.len() as u32,
+            };
+            producer.send(key, value, tag).await?;
+        }
+        producer.flush().await?;
+        anyhow::Ok((Instant::now(), producer.handler))
+    })?;
+    progress.finish();
+    let end_ms = clock::ms(clock::ns_of(end));
+    let recorder = &mut handler.recorder;
+    let totals = recorder.stats.totals(end_ms);
+    recorder.print(&output::total_line(&totals, false));
+    let steady = recorder.steady.as_mut().map(|s| s.totals(end_ms));
+    if let Some(steady) = &steady {
+        recorder.print(&output::total_line(steady, true));
+    }
+    Ok(ProducerResult {
+        totals,
+        steady,
+        histogram: recorder.histogram.clone(),
+        series: recorder.series.points(end),
+        failures: recorder.failures,
+        settings,
+        throttled,
+    })
+}
+
+/// The settings the native producer ran with, under Kafka's names, for the reports.
+fn effective_settings(config: &ProducerConfig) -> Vec<(String, String)> {
+    let acks = match config.acks {
+        -1 => "all".to_string(),
+        n => n.to_string(),
+    };
+    [
+        ("client", "native".to_string()),
+        ("acks", acks),
+        ("batch.size", config.batch_size.to_string()),
+        ("linger.ms", config.linger.as_millis().to_string()),
+        (
+            "compression.type",
+            format!("{:?}", config.codec).to_lowercase(),
+        ),
+        (
+            "max.in.flight.requests.per.connection",
+            config.max_in_flight.to_string(),
+        ),
+        ("enable.idempotence", config.idempotence.to_string()),
+        ("buffer.memory", config.buffer_memory.to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
