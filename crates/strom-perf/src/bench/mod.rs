@@ -388,6 +388,7 @@ fn consumer_args(topic: &str, records: u64, fetch_size: u64, group: &str) -> Res
         threads: 1,
         json: None,
         html: None,
+        client: crate::load_client::LoadClient::default(),
     })
 }
 

@@ -3,6 +3,7 @@
 
 use crate::cli::{self, CliError, OptionSpec};
 use crate::date_format::DateFormat;
+use crate::load_client::LoadClient;
 use crate::properties::{self, Properties};
 
 const SPECS: &[OptionSpec] = &[
@@ -30,6 +31,7 @@ const SPECS: &[OptionSpec] = &[
     OptionSpec::one("num-fetch-threads"),
     OptionSpec::one("json"),
     OptionSpec::one("html"),
+    OptionSpec::one("client"),
 ];
 
 #[derive(Debug, Clone)]
@@ -54,6 +56,8 @@ pub struct ConsumerArgs {
     pub threads: usize,
     pub json: Option<String>,
     pub html: Option<String>,
+    /// strom: the Kafka client that consumes.
+    pub client: LoadClient,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -150,6 +154,10 @@ pub fn parse(args: &[String]) -> Result<ConsumerArgs, Outcome> {
         threads: threads as usize,
         json: p.value("json").map(String::from),
         html: p.value("html").map(String::from),
+        client: match p.value("client") {
+            None => LoadClient::default(),
+            Some(value) => LoadClient::parse(value).map_err(Outcome::Error)?,
+        },
     })
 }
 
@@ -206,6 +214,7 @@ pub fn help() -> String {
     let rows: &[(&str, &str)] = &[
         ("--bootstrap-server <String: server to connect to>", "The server(s) to connect to. Without it (and without --broker-list or bootstrap.servers), strom starts an embedded broker."),
         ("--broker-list <String: broker-list>", "DEPRECATED, use --bootstrap-server instead; ignored if --bootstrap-server is specified."),
+        ("--client <String: librdkafka|native>", "strom: the Kafka client that consumes: librdkafka, what applications use, or strom's native client, whose cost per record is a fraction of librdkafka's so that the broker limits the run. (default: librdkafka)"),
         ("--command-config <String: config file>", "Config properties file."),
         ("--command-property <String: prop=value>", "Consumer config property; may be repeated."),
         ("--consumer.config <String: config file>", "Consumer config properties file."),

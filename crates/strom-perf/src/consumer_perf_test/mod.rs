@@ -5,6 +5,7 @@
 pub mod args;
 pub mod batch_consumer;
 pub mod output;
+pub mod poller;
 pub mod run;
 
 use std::process::ExitCode;

@@ -10,8 +10,9 @@ use anyhow::Result;
 use parking_lot::Mutex;
 
 use super::args::ConsumerArgs;
-use super::batch_consumer::{BatchConsumer, Record};
+use super::batch_consumer::Record;
 use super::output::{self, Progress, Summary};
+use super::poller::Poller;
 use crate::histogram::LatencyHistogram;
 use crate::metrics;
 use crate::progress;
@@ -129,9 +130,14 @@ pub fn run_with_handler(
         let handles: Vec<_> = (0..args.threads)
             .map(|thread| {
                 let (shared, mapped, out, counter) = (&shared, &mapped, &out, Arc::clone(&counter));
+                let target = Target {
+                    bootstrap,
+                    group: &group,
+                    mapped,
+                };
                 scope.spawn(move || {
                     consume(
-                        thread, args, mapped, shared, start, start_ms, out, counter, handler,
+                        thread, args, target, shared, start, start_ms, out, counter, handler,
                     )
                 })
             })
@@ -203,6 +209,15 @@ pub fn run_with_handler(
     })
 }
 
+/// Where a consumer of the run connects, and as what.
+#[derive(Clone, Copy)]
+struct Target<'a> {
+    bootstrap: &'a str,
+    group: &'a str,
+    /// librdkafka's settings (the native client reads the same properties itself).
+    mapped: &'a Mapped,
+}
+
 struct ConsumerOutcome {
     histogram: LatencyHistogram,
     series: ThroughputSeries,
@@ -220,7 +235,7 @@ struct ConsumerOutcome {
 fn consume(
     thread: usize,
     args: &ConsumerArgs,
-    mapped: &Mapped,
+    target: Target<'_>,
     shared: &Shared,
     start: Instant,
     start_ms: i64,
@@ -228,7 +243,8 @@ fn consume(
     counter: Arc<AtomicU64>,
     handler: &Handler,
 ) -> Result<ConsumerOutcome> {
-    let mut consumer = BatchConsumer::subscribe(&mapped.settings, &args.topic, BATCH)?;
+    let mut consumer =
+        Poller::subscribe(args, target.mapped, target.bootstrap, target.group, BATCH)?;
     let mut histogram = LatencyHistogram::new();
     let mut series = ThroughputSeries::new(start);
     let mut now_ms = wall_ms();
@@ -248,6 +264,7 @@ fn consume(
         let mut batch_bytes = 0u64;
         let n = consumer.consume(
             POLL_TIMEOUT_MS,
+            BATCH,
             |record| {
                 let at = *polled_ms.get_or_insert_with(wall_ms);
                 handler(record);
@@ -261,7 +278,7 @@ fn consume(
                     eprintln!("WARNING: consumer error: {error}");
                 }
             },
-        ) as u64;
+        )? as u64;
         now_ms = polled_ms.unwrap_or_else(wall_ms);
         if n == 0 {
             continue;
@@ -305,6 +322,7 @@ fn consume(
             last_bytes = bytes;
         }
     }
+    consumer.close()?;
     let join_time_ms = consumer.join_time_ms();
     let stats = consumer.last_stats();
     Ok(ConsumerOutcome {

@@ -94,6 +94,19 @@ impl NativeClient {
         Ok(connection)
     }
 
+    /// A connection of its own to broker `id`, outside the shared ones: a group member
+    /// talks to its coordinator on it, so a commit or heartbeat never waits behind a
+    /// Fetch the broker holds for `fetch.max.wait.ms` (Kafka's consumer does the same).
+    pub async fn dedicated_connection(&self, id: i32) -> Result<Arc<Connection>> {
+        let address = self
+            .brokers
+            .lock()
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| anyhow!("broker {id} is not in the cluster's metadata"))?;
+        Connection::connect(&address, &self.client_id).await
+    }
+
     /// Remembers broker `id`'s address (a coordinator found by FindCoordinator).
     pub fn remember_broker(&self, id: i32, address: &str) {
         self.brokers.lock().insert(id, address.to_string());

@@ -241,6 +241,12 @@ impl ConsumerState {
                 self.commit().await?;
             }
             if !self.buffered.is_empty() {
+                if !self.in_flight.is_empty() {
+                    // Let the connections read what has arrived of the next answers
+                    // (one poll of the I/O driver), so that receiving overlaps with the
+                    // walk over these records instead of waiting for its end.
+                    tokio::task::yield_now().await;
+                }
                 let n = self.drain(max_records, on_record)?;
                 if n > 0 {
                     self.send_fetches().await?;

@@ -126,7 +126,7 @@ impl GroupMember {
         self.client.remember_broker(response.node_id.0, &address);
         let connection = self
             .client
-            .connection(response.node_id.0)
+            .dedicated_connection(response.node_id.0)
             .await
             .map_err(retry)?;
         self.coordinator = Some(Arc::clone(&connection));
