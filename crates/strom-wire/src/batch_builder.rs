@@ -129,8 +129,10 @@ impl BatchBuilder {
         producer: ProducerFields,
     ) -> Result<Vec<u8>, BatchError> {
         if codec != Codec::None {
+            // A level of -1 is the codec's own default, as librdkafka applies it: LZ4
+            // frame's fast mode (not the HC levels above 2), zstd's 3, gzip's 6.
             let level = match (codec, level) {
-                (Codec::Lz4, l) if l < 0 => 9,
+                (Codec::Lz4, l) if l < 0 => 0,
                 (Codec::Zstd, l) if l < 0 => 3,
                 (_, l) => l,
             };
@@ -156,16 +158,6 @@ impl BatchBuilder {
         self.buf[17..21].copy_from_slice(&crc.to_be_bytes());
         Ok(self.buf)
     }
-}
-
-/// Rewrites the idempotence fields of a sealed batch and its CRC: a producer whose
-/// sequences were reset (a new producer id after a fatal error) re-stamps queued batches.
-pub fn set_producer_fields(batch: &mut [u8], producer: ProducerFields) {
-    batch[43..51].copy_from_slice(&producer.producer_id.to_be_bytes());
-    batch[51..53].copy_from_slice(&producer.producer_epoch.to_be_bytes());
-    batch[53..57].copy_from_slice(&producer.base_sequence.to_be_bytes());
-    let crc = crc32c::crc32c(&batch[21..]);
-    batch[17..21].copy_from_slice(&crc.to_be_bytes());
 }
 
 /// Bytes of a length-prefixed field (a null is a length of -1 alone).
@@ -284,22 +276,5 @@ mod tests {
             builder.append(0, Some(b"key"), Some(&value), &[]);
             assert_eq!(builder.size(), predicted);
         }
-    }
-
-    #[test]
-    fn restamping_keeps_the_crc_valid() {
-        let mut builder = BatchBuilder::new(Vec::new(), 5);
-        builder.append(5, None, Some(b"v"), &[]);
-        let mut batch = builder
-            .finish(Codec::None, -1, ProducerFields::NONE)
-            .unwrap();
-        let fields = ProducerFields {
-            producer_id: 7,
-            producer_epoch: 0,
-            base_sequence: 99,
-        };
-        set_producer_fields(&mut batch, fields);
-        verify_crc(&batch).unwrap();
-        assert_eq!(RecordBatchHeader::parse(&batch).unwrap().base_sequence, 99);
     }
 }

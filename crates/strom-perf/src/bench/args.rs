@@ -2,6 +2,7 @@
 //! `strom bench consumer-scaling`), which differ only in their defaults.
 
 use crate::cli::{self, CliError, OptionSpec};
+use crate::load_client::LoadClient;
 
 /// What a bench command uses for the flags the user leaves out.
 #[derive(Debug, Clone, Copy)]
@@ -26,6 +27,7 @@ const SPECS: &[OptionSpec] = &[
     OptionSpec::one("json"),
     OptionSpec::one("html"),
     OptionSpec::flag("replicated"),
+    OptionSpec::one("client"),
 ];
 
 #[derive(Debug, Clone, PartialEq)]
@@ -40,10 +42,14 @@ pub struct BenchArgs {
     /// Seed 002's replicated case too: the producer runs on a 6-partition topic of
     /// replication factor 3 of a 3-broker cluster.
     pub replicated: bool,
+    /// The load generators, each running every experiment (`--client both`: librdkafka,
+    /// then native).
+    pub clients: Vec<LoadClient>,
 }
 
 pub const HELP: &str =
-    "usage: strom bench [--bootstrap-server HOST:PORT] [--records N] [--json FILE] [--html FILE]
+    "usage: strom bench [--bootstrap-server HOST:PORT] [--records N] [--client C] [--replicated]
+                   [--json FILE] [--html FILE]
 
 Reproduces the seed experiments (reports 000 and 002) and prints strom's figures beside the
 published ones:
@@ -61,6 +67,10 @@ published ones:
                       default settings with acks=1, on a local 3-broker cluster (or the
                       --bootstrap-server cluster), beside LinkedIn's 2014 figures for 3x
                       synchronous and asynchronous replication
+  --client C          the load generator: librdkafka (what applications use), native
+                      (strom's own client, a fraction of librdkafka's cost per record, so
+                      the broker limits the figures) or both, side by side
+                      (default: librdkafka)
   --json FILE         JSON report (default: strom-bench.json)
   --html FILE         HTML report (default: strom-bench.html)
 
@@ -100,6 +110,15 @@ pub fn parse(args: &[String], defaults: &Defaults) -> Result<BenchArgs, Outcome>
         json: p.value("json").unwrap_or(defaults.json).to_string(),
         html: p.value("html").unwrap_or(defaults.html).to_string(),
         replicated: p.has("replicated"),
+        clients: match p.value("client") {
+            None => vec![LoadClient::default()],
+            Some("both") => vec![LoadClient::Librdkafka, LoadClient::Native],
+            Some(value) => vec![LoadClient::parse(value).map_err(|_| {
+                Outcome::Error(format!(
+                    "--client must be librdkafka, native or both, not {value}"
+                ))
+            })?],
+        },
     })
 }
 
@@ -122,6 +141,7 @@ mod tests {
                 json: "strom-bench.json".into(),
                 html: "strom-bench.html".into(),
                 replicated: false,
+                clients: vec![LoadClient::Librdkafka],
             }
         );
     }
@@ -130,7 +150,7 @@ mod tests {
     fn reads_every_flag() {
         let parsed = parse(
             &args(
-                "--bootstrap-server h:9092 --records 3000 --json a.json --html a.html --replicated",
+                "--bootstrap-server h:9092 --records 3000 --json a.json --html a.html --replicated --client both",
             ),
             &BENCH,
         )
@@ -138,6 +158,7 @@ mod tests {
         assert_eq!(parsed.bootstrap_server.as_deref(), Some("h:9092"));
         assert_eq!(parsed.records, 3000);
         assert!(parsed.replicated);
+        assert_eq!(parsed.clients, [LoadClient::Librdkafka, LoadClient::Native]);
         assert_eq!(
             (parsed.json.as_str(), parsed.html.as_str()),
             ("a.json", "a.html")
@@ -155,6 +176,7 @@ mod tests {
             "--records must be an integer of at least 2, not 1"
         );
         assert!(error("--records x").contains("not x"));
+        assert!(error("--client java").contains("librdkafka, native or both"));
         assert_eq!(error("--records"), "--records needs a value");
         assert_eq!(error("--threads 3"), "unrecognized argument: --threads");
         assert!(matches!(parse(&args("--help"), &BENCH), Err(Outcome::Help)));

@@ -89,6 +89,7 @@ pub fn run(args: &BenchArgs, argv: &[String]) -> Result<()> {
             let group = format!("{prefix}-{size}b-{consumers}c");
             let mut consumer = super::consumer_args(&topic, n, FETCH_SIZE, &group)?;
             consumer.threads = consumers;
+            consumer.client = args.clients[0];
             consumer.timeout_ms = IDLE_TIMEOUT_MS;
             consumer.properties = vec![(
                 "heartbeat.interval.ms".to_string(),

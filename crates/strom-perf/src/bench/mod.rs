@@ -26,6 +26,7 @@ use crate::consumer_perf_test::{self, args::ConsumerArgs, run::ConsumerResult};
 use crate::cpu::{CpuMeter, CpuUse};
 use crate::date_format::DateFormat;
 use crate::histogram::LatencySummary;
+use crate::load_client::LoadClient;
 use crate::local_cluster::{ClusterSpec, LocalCluster};
 use crate::producer_perf_test::{
     self,
@@ -175,28 +176,24 @@ pub fn run(args: &BenchArgs, argv: &[String]) -> Result<()> {
             seeds::THROTTLED_PRODUCER,
         ),
     ];
-    for (name, producer, seed) in &experiments {
-        eprintln!(
-            "strom bench: producer, {name} ({} records)...",
-            producer.num_records
-        );
-        let meter = CpuMeter::start(cluster.broker_pids());
-        let result =
-            match producer_perf_test::run::run(producer, &bootstrap, Box::new(std::io::sink())) {
-                Ok(result) => result,
-                Err(e) => {
-                    report.comparison.push(failed(name, &e));
-                    continue;
-                }
+    for &client in &args.clients {
+        for (name, producer, seed) in &experiments {
+            let producer = ProducerArgs {
+                client,
+                ..producer.clone()
             };
-        let cpu = meter.finish();
-        report
-            .comparison
-            .extend(producer_rows(name, &result, seed, cpu, LIBRDKAFKA));
-        report.runs.push(
-            producer_perf_test::run_report(&format!("producer, {name}"), producer, &result)
-                .with_cpu(cpu),
-        );
+            measure_producer(
+                &mut report,
+                ProducerRun {
+                    name,
+                    producer: &producer,
+                    seed,
+                    bootstrap: &bootstrap,
+                    broker_pids: cluster.broker_pids(),
+                },
+                args,
+            );
+        }
     }
 
     if args.replicated {
@@ -204,7 +201,10 @@ pub fn run(args: &BenchArgs, argv: &[String]) -> Result<()> {
     }
 
     eprintln!("strom bench: loading {n} records of 10 bytes for the consumer runs...");
-    let fill = producer_args(&topic_consume, n, 10, -1.0, Vec::new());
+    let fill = ProducerArgs {
+        client: args.clients[0],
+        ..producer_args(&topic_consume, n, 10, -1.0, Vec::new())
+    };
     let meter = CpuMeter::start(cluster.broker_pids());
     let fill_result = producer_perf_test::run::run(&fill, &bootstrap, Box::new(std::io::sink()))
         .context("loading records for the consumer runs")?;
@@ -212,36 +212,51 @@ pub fn run(args: &BenchArgs, argv: &[String]) -> Result<()> {
         producer_perf_test::run_report("producer, load for consumer runs", &fill, &fill_result)
             .with_cpu(meter.finish()),
     );
-    for (fetch_size, seed_msgs, seed_mb) in seeds::CONSUMER {
-        eprintln!("strom bench: consumer, fetch size {fetch_size}...");
-        let name = format!("000 consumer fetch {fetch_size}");
-        let consumer = consumer_args(
-            &topic_consume,
-            n,
-            fetch_size,
-            &format!("{prefix}-group-{fetch_size}"),
-        )?;
-        let meter = CpuMeter::start(cluster.broker_pids());
-        let result = match consumer_perf_test::run::run(&consumer, &bootstrap, &mut std::io::sink())
-        {
-            Ok(result) => result,
-            Err(e) => {
-                report.comparison.push(failed(&name, &e));
-                continue;
-            }
-        };
-        let cpu = meter.finish();
-        report.comparison.extend(consumer_rows(
-            &name, &result, seed_msgs, seed_mb, cpu, LIBRDKAFKA,
-        ));
-        report.runs.push(
-            consumer_perf_test::run_report(
-                &format!("consumer, fetch size {fetch_size}"),
-                &consumer,
+    for &client in &args.clients {
+        for (fetch_size, seed_msgs, seed_mb) in seeds::CONSUMER {
+            eprintln!("strom bench: consumer, fetch size {fetch_size}, {client}...");
+            let name = format!("000 consumer fetch {fetch_size}");
+            let consumer = ConsumerArgs {
+                client,
+                ..consumer_args(
+                    &topic_consume,
+                    n,
+                    fetch_size,
+                    &format!("{prefix}-group-{fetch_size}-{client}"),
+                )?
+            };
+            let meter = CpuMeter::start(cluster.broker_pids());
+            let result =
+                match consumer_perf_test::run::run(&consumer, &bootstrap, &mut std::io::sink()) {
+                    Ok(result) => result,
+                    Err(e) => {
+                        report.comparison.push(failed(&name, &e));
+                        continue;
+                    }
+                };
+            let cpu = meter.finish();
+            report.comparison.extend(consumer_rows(
+                &name,
                 &result,
-            )
-            .with_cpu(cpu),
-        );
+                seed_msgs,
+                seed_mb,
+                cpu,
+                client.name(),
+            ));
+            report.runs.push(
+                consumer_perf_test::run_report(
+                    &run_name(
+                        "consumer",
+                        &format!("fetch size {fetch_size}"),
+                        client,
+                        args,
+                    ),
+                    &consumer,
+                    &result,
+                )
+                .with_cpu(cpu),
+            );
+        }
     }
     drop(cluster);
 
@@ -289,35 +304,78 @@ fn replicated_runs(args: &BenchArgs, prefix: &str, report: &mut Report) -> Resul
             seeds::LINKEDIN_ASYNC_3X,
         ),
     ];
-    for (i, (name, properties, seed)) in runs.into_iter().enumerate() {
+    let runs = args
+        .clients
+        .iter()
+        .flat_map(|&client| runs.iter().map(move |run| (client, run)));
+    for (i, (client, (name, properties, seed))) in runs.enumerate() {
         let topic = format!("{prefix}-replicated-{i}");
         topics::create_topic(&bootstrap, &topic, 6, 3)?;
-        eprintln!(
-            "strom bench: producer, {name} ({} records)...",
-            args.records
-        );
-        let producer = producer_args(&topic, args.records, 100, -1.0, properties);
+        let producer = ProducerArgs {
+            client,
+            ..producer_args(&topic, args.records, 100, -1.0, properties.clone())
+        };
         // The brokers of a cluster given with --bootstrap-server are not ours to read.
-        let meter = CpuMeter::start(local.as_ref().map(LocalCluster::pids));
-        match producer_perf_test::run::run(&producer, &bootstrap, Box::new(std::io::sink())) {
-            Ok(result) => {
-                let cpu = meter.finish();
-                report
-                    .comparison
-                    .extend(producer_rows(name, &result, &seed, cpu, LIBRDKAFKA));
-                report.runs.push(
-                    producer_perf_test::run_report(
-                        &format!("producer, {name}"),
-                        &producer,
-                        &result,
-                    )
-                    .with_cpu(cpu),
-                );
-            }
-            Err(e) => report.comparison.push(failed(name, &e)),
-        }
+        measure_producer(
+            report,
+            ProducerRun {
+                name,
+                producer: &producer,
+                seed,
+                bootstrap: &bootstrap,
+                broker_pids: local.as_ref().map(LocalCluster::pids),
+            },
+            args,
+        );
     }
     Ok(())
+}
+
+/// One producer experiment of a bench.
+struct ProducerRun<'a> {
+    name: &'a str,
+    producer: &'a ProducerArgs,
+    seed: &'a ProducerFigures,
+    bootstrap: &'a str,
+    /// The processes whose CPU seconds are the broker's (`None`: not ours to read).
+    broker_pids: Option<Vec<u32>>,
+}
+
+/// Runs one producer experiment and adds its rows and its run to `report`; a run that
+/// fails gets a row saying why, so one broken experiment does not hide the others.
+fn measure_producer(report: &mut Report, run: ProducerRun<'_>, args: &BenchArgs) {
+    let (name, client) = (run.name, run.producer.client);
+    eprintln!(
+        "strom bench: producer, {name}, {client} ({} records)...",
+        run.producer.num_records
+    );
+    let meter = CpuMeter::start(run.broker_pids);
+    match producer_perf_test::run::run(run.producer, run.bootstrap, Box::new(std::io::sink())) {
+        Ok(result) => {
+            let cpu = meter.finish();
+            report
+                .comparison
+                .extend(producer_rows(name, &result, run.seed, cpu, client.name()));
+            report.runs.push(
+                producer_perf_test::run_report(
+                    &run_name("producer", name, client, args),
+                    run.producer,
+                    &result,
+                )
+                .with_cpu(cpu),
+            );
+        }
+        Err(e) => report.comparison.push(failed(name, &e)),
+    }
+}
+
+/// A run's name in the reports: the client is named when several ran.
+fn run_name(tool: &str, name: &str, client: LoadClient, args: &BenchArgs) -> String {
+    if args.clients.len() > 1 {
+        format!("{tool}, {name}, {client}")
+    } else {
+        format!("{tool}, {name}")
+    }
 }
 
 /// Prints the comparison table and a line on what was run, then writes both reports.
@@ -363,7 +421,7 @@ fn producer_args(
         key_range: None,
         json: None,
         html: None,
-        client: crate::load_client::LoadClient::default(),
+        client: LoadClient::default(),
     }
 }
 
@@ -388,12 +446,9 @@ fn consumer_args(topic: &str, records: u64, fetch_size: u64, group: &str) -> Res
         threads: 1,
         json: None,
         html: None,
-        client: crate::load_client::LoadClient::default(),
+        client: LoadClient::default(),
     })
 }
-
-/// The load generator of the runs here, as [`ComparisonRow::client`] names it.
-const LIBRDKAFKA: &str = "librdkafka";
 
 /// A row whose figures are text only (not charted).
 fn row(experiment: &str, metric: &str, strom: String, seed: Option<String>) -> ComparisonRow {

@@ -2,48 +2,63 @@
 
 use crate::report::ComparisonRow;
 
-/// Renders rows as an aligned plain-text table.
+/// Renders rows as an aligned plain-text table; a client column appears when the rows
+/// come from more than one load generator (`--client both`).
 pub fn render(rows: &[ComparisonRow]) -> String {
-    let headers = ["experiment", "metric", "strom", "seed"];
-    let cells: Vec<[&str; 4]> = rows
+    let clients: std::collections::BTreeSet<&str> =
+        rows.iter().filter_map(|r| r.client.as_deref()).collect();
+    let with_client = clients.len() > 1;
+    let mut headers = vec!["experiment", "metric"];
+    if with_client {
+        headers.push("client");
+    }
+    headers.extend(["strom", "seed"]);
+    let cells: Vec<Vec<&str>> = rows
         .iter()
         .map(|r| {
-            [
-                r.experiment.as_str(),
-                r.metric.as_str(),
-                r.strom.as_str(),
-                r.seed.as_str(),
-            ]
+            let mut c = vec![r.experiment.as_str(), r.metric.as_str()];
+            if with_client {
+                c.push(r.client.as_deref().unwrap_or(""));
+            }
+            c.extend([r.strom.as_str(), r.seed.as_str()]);
+            c
         })
         .collect();
-    let width = |i: usize| {
-        cells
-            .iter()
-            .map(|c| c[i].len())
-            .chain([headers[i].len()])
-            .max()
-            .unwrap_or(0)
+    let widths: Vec<usize> = (0..headers.len())
+        .map(|i| {
+            cells
+                .iter()
+                .map(|c| c[i].len())
+                .chain([headers[i].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    // Text columns align left, the figures (the last two) right.
+    let numeric_from = headers.len() - 2;
+    let line = |c: &[&str]| {
+        c.iter()
+            .enumerate()
+            .map(|(i, cell)| {
+                if i >= numeric_from {
+                    format!("{cell:>w$}", w = widths[i])
+                } else {
+                    format!("{cell:<w$}", w = widths[i])
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("  ")
     };
-    let widths = [width(0), width(1), width(2), width(3)];
-    let line = |c: [&str; 4]| {
-        format!(
-            "{:<w0$}  {:<w1$}  {:>w2$}  {:>w3$}",
-            c[0],
-            c[1],
-            c[2],
-            c[3],
-            w0 = widths[0],
-            w1 = widths[1],
-            w2 = widths[2],
-            w3 = widths[3]
-        )
-    };
-    let mut out = vec![line(headers), "-".repeat(widths.iter().sum::<usize>() + 6)];
+    let rule = "-".repeat(widths.iter().sum::<usize>() + 2 * (widths.len() - 1));
+    let mut out = vec![line(&headers), rule];
     let mut previous = "";
     for c in &cells {
-        let experiment = if c[0] == previous { "" } else { c[0] };
+        let mut shown = c.clone();
+        if c[0] == previous {
+            shown[0] = "";
+        }
         previous = c[0];
-        out.push(line([experiment, c[1], c[2], c[3]]));
+        out.push(line(&shown));
     }
     out.join("\n")
 }
@@ -87,5 +102,23 @@ mod tests {
         assert_eq!(lines[2], "a           records/s      1    22");
         assert_eq!(lines[3], "            p99            1    22");
         assert!(lines[4].starts_with("b "));
+    }
+
+    #[test]
+    fn names_the_client_when_two_ran() {
+        let row = |client: &str| ComparisonRow {
+            experiment: "a".into(),
+            metric: "records/s".into(),
+            strom: "1".into(),
+            seed: "2".into(),
+            client: Some(client.into()),
+            ..ComparisonRow::default()
+        };
+        let one = render(&[row("native")]);
+        assert!(!one.contains("client"));
+        let both = render(&[row("librdkafka"), row("native")]);
+        let lines: Vec<&str> = both.lines().collect();
+        assert_eq!(lines[0], "experiment  metric     client      strom  seed");
+        assert_eq!(lines[3], "            records/s  native          1     2");
     }
 }

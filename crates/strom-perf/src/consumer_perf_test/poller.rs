@@ -15,7 +15,7 @@ use crate::property_map::Mapped;
 
 pub enum Poller {
     Librdkafka(BatchConsumer),
-    Native(NativeConsumer),
+    Native(Box<NativeConsumer>),
 }
 
 impl Poller {
@@ -36,11 +36,11 @@ impl Poller {
             )?)),
             LoadClient::Native => {
                 let config = native_config(args, group)?;
-                Ok(Self::Native(NativeConsumer::subscribe(
+                Ok(Self::Native(Box::new(NativeConsumer::subscribe(
                     bootstrap,
                     config,
                     &args.topic,
-                )?))
+                )?)))
             }
         }
     }

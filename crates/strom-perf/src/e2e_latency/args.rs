@@ -2,6 +2,7 @@
 //! form (KIP-1172), which it converts to.
 
 use crate::cli::{self, OptionSpec};
+use crate::load_client::LoadClient;
 use crate::properties::{self, Properties};
 
 pub const USAGE: &str = "USAGE: java org.apache.kafka.tools.EndToEndLatency broker_list topic num_messages producer_acks message_size_bytes [optional] properties_file";
@@ -20,6 +21,7 @@ const SPECS: &[OptionSpec] = &[
     OptionSpec::one("record-header-size"),
     OptionSpec::one("json"),
     OptionSpec::one("html"),
+    OptionSpec::one("client"),
 ];
 
 #[derive(Debug, Clone, PartialEq)]
@@ -37,6 +39,8 @@ pub struct E2eArgs {
     pub header_size: usize,
     pub json: Option<String>,
     pub html: Option<String>,
+    /// strom: the Kafka client that produces and consumes.
+    pub client: LoadClient,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -51,7 +55,18 @@ pub fn parse(args: &[String]) -> Result<E2eArgs, Outcome> {
     if p.has("help") {
         return Err(Outcome::Help);
     }
-    let flag_form = args.iter().any(|a| a.starts_with("--"));
+    // Kafka 4.2's flags, as opposed to the positional form; strom's own options
+    // (--json, --html, --client) go with either.
+    let flag_form = [
+        "bootstrap-server",
+        "topic",
+        "num-records",
+        "producer-acks",
+        "record-size",
+        "command-config",
+    ]
+    .iter()
+    .any(|name| p.has(name));
     let positional = &p.positional;
     let (bootstrap, topic, num, acks, size, config) = if flag_form {
         if !positional.is_empty() {
@@ -116,5 +131,9 @@ pub fn parse(args: &[String]) -> Result<E2eArgs, Outcome> {
         header_size: optional("record-header-size")? as usize,
         json: p.value("json").map(String::from),
         html: p.value("html").map(String::from),
+        client: match p.value("client") {
+            None => LoadClient::default(),
+            Some(value) => LoadClient::parse(value).map_err(Outcome::Error)?,
+        },
     })
 }

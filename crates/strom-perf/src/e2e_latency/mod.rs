@@ -2,6 +2,7 @@
 //! record), same arguments and output, plus an HdrHistogram of the round trips.
 
 pub mod args;
+mod native_run;
 pub mod run;
 
 use std::process::ExitCode;

@@ -17,11 +17,12 @@ use super::args::E2eArgs;
 use crate::histogram::LatencyHistogram;
 use crate::java_format::{double_to_string, fixed};
 use crate::java_random::Random;
+use crate::load_client::LoadClient;
 use crate::property_map::{self, Role};
 use crate::topics;
 
 /// Kafka's `POLL_TIMEOUT_MS`.
-const POLL_TIMEOUT: Duration = Duration::from_millis(60_000);
+pub const POLL_TIMEOUT: Duration = Duration::from_millis(60_000);
 
 pub struct E2eResult {
     pub latencies_ms: Vec<u64>,
@@ -30,6 +31,38 @@ pub struct E2eResult {
 }
 
 impl E2eResult {
+    pub fn new(records: u64) -> Self {
+        Self {
+            latencies_ms: Vec::with_capacity(records as usize),
+            total_ns: 0,
+            histogram: LatencyHistogram::new(),
+        }
+    }
+
+    /// Accounts the round trip of record `i`, printing Kafka's line every 1000 records.
+    pub fn record(&mut self, i: u64, elapsed: Duration, out: &mut dyn Write) -> Result<()> {
+        if i.is_multiple_of(1000) {
+            writeln!(
+                out,
+                "{i}\t{}",
+                double_to_string(elapsed.as_nanos() as f64 / 1000.0 / 1000.0)
+            )?;
+        }
+        self.total_ns += elapsed.as_nanos();
+        self.latencies_ms
+            .push((elapsed.as_nanos() / 1_000_000) as u64);
+        self.histogram.record(elapsed.as_micros() as u64);
+        Ok(())
+    }
+
+    /// Prints Kafka's final lines.
+    pub fn finish(self, out: &mut dyn Write) -> Result<Self> {
+        for line in final_lines(&self) {
+            writeln!(out, "{line}")?;
+        }
+        Ok(self)
+    }
+
     pub fn avg_ms(&self) -> f64 {
         self.total_ns as f64 / self.latencies_ms.len() as f64 / 1000.0 / 1000.0
     }
@@ -73,19 +106,12 @@ impl ProducerContext for Delivery {
 }
 
 pub fn run(args: &E2eArgs, bootstrap: &str, out: &mut dyn Write) -> Result<E2eResult> {
+    if args.client == LoadClient::Native {
+        ensure_topic(args, bootstrap, out)?;
+        return super::native_run::run(args, bootstrap, out);
+    }
     let consumer = consumer(args, bootstrap)?;
-    let partitions = match topics::partition_count(bootstrap, &args.topic)? {
-        Some(n) => n,
-        None => {
-            writeln!(
-                out,
-                "Topic \"{}\" does not exist. Will create topic with {} partition(s) and replication factor = {}",
-                args.topic, 1, 1
-            )?;
-            topics::create_topic(bootstrap, &args.topic, 1, 1)?;
-            1
-        }
-    };
+    let partitions = ensure_topic(args, bootstrap, out)?;
     seek_to_end(&consumer, &args.topic, partitions)?;
     let (tx, rx) = mpsc::channel();
     let producer = producer(args, bootstrap, tx)?;
@@ -94,9 +120,7 @@ pub fn run(args: &E2eArgs, bootstrap: &str, out: &mut dyn Write) -> Result<E2eRe
     let key = vec![b'k'; args.key_size];
     let header_key = "h".repeat(args.header_key_size.max(1));
     let header_value = vec![b'v'; args.header_size];
-    let mut latencies_ms = Vec::with_capacity(args.num_messages as usize);
-    let mut histogram = LatencyHistogram::new();
-    let mut total_ns = 0u128;
+    let mut result = E2eResult::new(args.num_messages);
     for i in 0..args.num_messages {
         let message = vec![random.next_int(26) as u8 + b'A'; args.message_size];
         let begin = Instant::now();
@@ -122,26 +146,26 @@ pub fn run(args: &E2eArgs, bootstrap: &str, out: &mut dyn Write) -> Result<E2eRe
         let received = consumer.poll(POLL_TIMEOUT);
         let elapsed = begin.elapsed();
         validate(received, &message)?;
-        if i % 1000 == 0 {
+        result.record(i, elapsed, out)?;
+    }
+    result.finish(out)
+}
+
+/// The topic's partition count; a missing topic is created with one partition, as
+/// Kafka's tool does.
+fn ensure_topic(args: &E2eArgs, bootstrap: &str, out: &mut dyn Write) -> Result<usize> {
+    match topics::partition_count(bootstrap, &args.topic)? {
+        Some(n) => Ok(n),
+        None => {
             writeln!(
                 out,
-                "{i}\t{}",
-                double_to_string(elapsed.as_nanos() as f64 / 1000.0 / 1000.0)
+                "Topic \"{}\" does not exist. Will create topic with {} partition(s) and replication factor = {}",
+                args.topic, 1, 1
             )?;
+            topics::create_topic(bootstrap, &args.topic, 1, 1)?;
+            Ok(1)
         }
-        total_ns += elapsed.as_nanos();
-        latencies_ms.push((elapsed.as_nanos() / 1_000_000) as u64);
-        histogram.record(elapsed.as_micros() as u64);
     }
-    let result = E2eResult {
-        latencies_ms,
-        total_ns,
-        histogram,
-    };
-    for line in final_lines(&result) {
-        writeln!(out, "{line}")?;
-    }
-    Ok(result)
 }
 
 /// Kafka's `validate`: exactly the record just sent must come back.

@@ -105,10 +105,13 @@ impl ProducerConfig {
                 .filter(|c| *c != Codec::None)
                 .ok_or_else(|| anyhow!("Invalid value {name} for configuration compression.type: String must be one of: none, gzip, snappy, lz4, zstd"))?,
         };
+        // Unset levels are the codecs' defaults as librdkafka applies them (for lz4 the
+        // fast mode, not the Java client's HC level 9), so both load generators compress
+        // alike; an explicit `compression.<codec>.level` is honoured.
         let compression_level = match codec {
             Codec::Gzip => r.parse("compression.gzip.level", -1)?,
-            Codec::Lz4 => r.parse("compression.lz4.level", 9)?,
-            Codec::Zstd => r.parse("compression.zstd.level", 3)?,
+            Codec::Lz4 => r.parse("compression.lz4.level", -1)?,
+            Codec::Zstd => r.parse("compression.zstd.level", -1)?,
             Codec::None | Codec::Snappy => -1,
         };
         let max_in_flight: usize = r.parse("max.in.flight.requests.per.connection", 5)?;

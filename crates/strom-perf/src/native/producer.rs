@@ -160,7 +160,13 @@ impl<H: DeliveryHandler> NativeProducer<H> {
 
     /// Appends one record; seals and sends its batch when full. Waits only when
     /// `buffer.memory` is used up by unacknowledged batches.
-    pub async fn send(&mut self, key: Option<&[u8]>, value: &[u8], tag: RecordTag) -> Result<()> {
+    pub async fn send(
+        &mut self,
+        key: Option<&[u8]>,
+        value: &[u8],
+        headers: &[(&[u8], Option<&[u8]>)],
+        tag: RecordTag,
+    ) -> Result<()> {
         let partition = self.partitioner.partition(key);
         let timestamp = self.wall_offset_ms + clock::ms(tag.sent_ns) as i64;
         let queue = &mut self.partitions[partition];
@@ -187,7 +193,7 @@ impl<H: DeliveryHandler> NativeProducer<H> {
                     .map_or(deadline, |d| d.min(deadline)),
             );
         }
-        open.builder.append(timestamp, key, Some(value), &[]);
+        open.builder.append(timestamp, key, Some(value), headers);
         open.tags.push(tag);
         if open.builder.size() >= self.config.batch_size {
             self.seal(partition)?;

@@ -141,7 +141,7 @@ pub fn run(
                 sent_ns: clock::now_ns(),
                 value_len: value.len() as u32,
             };
-            producer.send(key, value, tag).await?;
+            producer.send(key, value, &[], tag).await?;
         }
         producer.flush().await?;
         anyhow::Ok((Instant::now(), producer.handler))
