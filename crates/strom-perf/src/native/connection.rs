@@ -27,8 +27,30 @@ const MAX_RESPONSE: usize = 256 << 20;
 /// UNSUPPORTED_VERSION, which a broker answers to an ApiVersions version it lacks.
 const UNSUPPORTED_VERSION: i16 = 35;
 
+/// Why a request got no usable answer.
+#[derive(Debug, Clone)]
+pub enum CallError {
+    /// The connection closed or went silent: the request may be retried, on a new
+    /// connection, possibly to another broker.
+    Closed(String),
+    /// The broker broke the protocol (a frame that does not decode, an answer to no
+    /// request, a wrong correlation id): nothing it says can be trusted, and the run
+    /// ends with this message rather than retrying into the same answer.
+    Violation(String),
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Closed(reason) | Self::Violation(reason) => f.write_str(reason),
+        }
+    }
+}
+
+impl std::error::Error for CallError {}
+
 /// What a pending request waits for: the response frame after its size prefix.
-type Reply = oneshot::Sender<Result<Bytes, String>>;
+type Reply = oneshot::Sender<Result<Bytes, CallError>>;
 
 /// A request written and not yet answered.
 struct Pending {
@@ -151,7 +173,7 @@ impl Connection {
         R: Request + Encodable,
         R::Response: Decodable + HeaderVersion,
     {
-        self.send(version, body).await?.await
+        Ok(self.send(version, body).await?.await?)
     }
 
     /// Writes `body` at `version` and returns the future of its response, so that more
@@ -160,7 +182,7 @@ impl Connection {
         &self,
         version: i16,
         body: &R,
-    ) -> Result<impl std::future::Future<Output = Result<R::Response>>>
+    ) -> Result<impl std::future::Future<Output = Result<R::Response, CallError>>>
     where
         R: Request + Encodable,
         R::Response: Decodable + HeaderVersion,
@@ -169,12 +191,21 @@ impl Connection {
         let rx = rx.expect("a response was asked for");
         let address = self.address.clone();
         Ok(async move {
-            let frame = rx
-                .await
-                .map_err(|_| anyhow!("the connection to {address} was dropped"))?
-                .map_err(|e| anyhow!("{e}"))?;
-            let (id, response) = strom_wire::client::decode_response::<R>(version, frame)
-                .with_context(|| format!("{address} sent a malformed {:?} response", R::KEY))?;
+            let frame = rx.await.map_err(|_| {
+                CallError::Closed(format!("the connection to {address} was dropped"))
+            })??;
+            let (id, response) =
+                strom_wire::client::decode_response::<R>(version, frame).map_err(|e| {
+                    let api = ApiKey::try_from(R::KEY)
+                        .map_or_else(|_| format!("API {}", R::KEY), |k| format!("{k:?}"));
+                    let reason = match e {
+                        strom_wire::WireError::Malformed { reason, .. } => reason,
+                        other => other.to_string(),
+                    };
+                    CallError::Violation(format!(
+                        "{address} sent a malformed {api} response (v{version}): {reason}"
+                    ))
+                })?;
             debug_assert_eq!(id, correlation_id, "the reader matched the queue's head");
             Ok(response)
         })
@@ -194,7 +225,7 @@ impl Connection {
         version: i16,
         body: &R,
         expect_response: bool,
-    ) -> Result<(i32, Option<oneshot::Receiver<Result<Bytes, String>>>)> {
+    ) -> Result<(i32, Option<oneshot::Receiver<Result<Bytes, CallError>>>)> {
         if self.is_closed() {
             bail!("the connection to {} is closed", self.address);
         }
@@ -244,16 +275,16 @@ async fn read_responses(
             Ok(frame) => {
                 let head = pending.lock().pop_front();
                 let Some(head) = head else {
-                    break format!("{address} sent a response to no request");
+                    break CallError::Violation(format!("{address} sent a response to no request"));
                 };
                 let id = i32::from_be_bytes(frame[..4].try_into().expect("4 bytes"));
                 if id != head.correlation_id {
-                    let message = format!(
+                    let error = CallError::Violation(format!(
                         "{address} answered correlation id {id} where {} was next",
                         head.correlation_id
-                    );
-                    let _ = head.reply.send(Err(message.clone()));
-                    break message;
+                    ));
+                    let _ = head.reply.send(Err(error.clone()));
+                    break error;
                 }
                 let _ = head.reply.send(Ok(frame));
             }
@@ -267,17 +298,21 @@ async fn read_responses(
 }
 
 /// One size-prefixed frame; a size outside 4..=MAX_RESPONSE is a broken peer.
-async fn read_frame(read: &mut OwnedReadHalf, address: &str) -> Result<Bytes, String> {
+async fn read_frame(read: &mut OwnedReadHalf, address: &str) -> Result<Bytes, CallError> {
     let size = read
         .read_i32()
         .await
-        .map_err(|e| format!("{address} closed the connection ({e})"))?;
+        .map_err(|e| CallError::Closed(format!("{address} closed the connection ({e})")))?;
     if size < 4 || size as usize > MAX_RESPONSE {
-        return Err(format!("{address} sent a response frame of {size} bytes"));
+        return Err(CallError::Violation(format!(
+            "{address} sent a response frame of {size} bytes"
+        )));
     }
     let mut frame = BytesMut::zeroed(size as usize);
-    read.read_exact(&mut frame)
-        .await
-        .map_err(|e| format!("{address} sent a truncated response ({e})"))?;
+    read.read_exact(&mut frame).await.map_err(|e| {
+        CallError::Closed(format!(
+            "{address} closed the connection within a response ({e})"
+        ))
+    })?;
     Ok(frame.freeze())
 }

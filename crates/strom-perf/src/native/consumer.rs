@@ -32,6 +32,7 @@ use tokio::sync::mpsc;
 
 use super::client::{NativeClient, PartitionLeader};
 use super::config::{ConsumerConfig, OffsetReset};
+use super::connection::CallError;
 use super::errors;
 use super::group::GroupMember;
 use crate::consumer_perf_test::batch_consumer::Record;
@@ -78,7 +79,7 @@ struct FetchDone {
     node: i32,
     /// The partitions the request covered (with the session, everything it holds).
     asked: HashSet<i32>,
-    response: Result<FetchResponse, String>,
+    response: Result<FetchResponse, CallError>,
 }
 
 pub struct NativeConsumer {
@@ -523,13 +524,13 @@ impl ConsumerState {
                 let timeout = self.config.request_timeout + self.config.fetch_max_wait;
                 tokio::spawn(async move {
                     let response = match tokio::time::timeout(timeout, answer).await {
-                        Ok(r) => r.map_err(|e| format!("{e:#}")),
+                        Ok(answer) => answer,
                         Err(_) => {
                             connection.abort();
-                            Err(format!(
+                            Err(CallError::Closed(format!(
                                 "no Fetch answer from {} within request.timeout.ms",
                                 connection.address
-                            ))
+                            )))
                         }
                     };
                     let _ = tx.send(FetchDone {
@@ -561,10 +562,8 @@ impl ConsumerState {
         self.in_flight.remove(&done.node);
         let response = match done.response {
             Ok(response) => response,
-            Err(reason) => {
-                if reason.contains("malformed") {
-                    bail!("{reason}");
-                }
+            Err(CallError::Violation(reason)) => bail!("{reason}"),
+            Err(CallError::Closed(reason)) => {
                 self.connection_problem(done.node, &reason);
                 return Ok(());
             }

@@ -29,6 +29,7 @@ use tokio::sync::mpsc;
 
 use super::client::{NativeClient, PartitionLeader};
 use super::config::ProducerConfig;
+use super::connection::CallError;
 use super::errors;
 use super::partitioner::Partitioner;
 use crate::clock;
@@ -89,7 +90,7 @@ struct Completion {
     node: i32,
     batches: Vec<SealedBatch>,
     ack_ns: u64,
-    response: Result<ProduceResponse, String>,
+    response: Result<ProduceResponse, CallError>,
 }
 
 pub struct NativeProducer<H: DeliveryHandler> {
@@ -412,7 +413,7 @@ impl<H: DeliveryHandler> NativeProducer<H> {
                     node,
                     batches,
                     ack_ns: clock::now_ns(),
-                    response: Err(format!("{e:#}")),
+                    response: Err(CallError::Closed(format!("{e:#}"))),
                 });
                 return Ok(());
             }
@@ -433,7 +434,7 @@ impl<H: DeliveryHandler> NativeProducer<H> {
                 ack_ns: clock::now_ns(),
                 response: written
                     .map(|()| ProduceResponse::default())
-                    .map_err(|e| format!("{e:#}")),
+                    .map_err(|e| CallError::Closed(format!("{e:#}"))),
             });
             return Ok(());
         }
@@ -442,14 +443,13 @@ impl<H: DeliveryHandler> NativeProducer<H> {
             Ok(answer) => {
                 tokio::spawn(async move {
                     let response = match tokio::time::timeout(timeout, answer).await {
-                        Ok(Ok(response)) => Ok(response),
-                        Ok(Err(e)) => Err(format!("{e:#}")),
+                        Ok(answer) => answer,
                         Err(_) => {
                             connection.abort();
-                            Err(format!(
+                            Err(CallError::Closed(format!(
                                 "no answer from {} within request.timeout.ms",
                                 connection.address
-                            ))
+                            )))
                         }
                     };
                     let _ = tx.send(Completion {
@@ -465,7 +465,7 @@ impl<H: DeliveryHandler> NativeProducer<H> {
                     node,
                     batches,
                     ack_ns: clock::now_ns(),
-                    response: Err(format!("{e:#}")),
+                    response: Err(CallError::Closed(format!("{e:#}"))),
                 });
             }
         }
@@ -481,7 +481,8 @@ impl<H: DeliveryHandler> NativeProducer<H> {
         let codes: Vec<i16> = match &completion.response {
             Ok(response) if self.config.acks == 0 => vec![0; completion.batches.len()],
             Ok(response) => self.partition_codes(response, &completion.batches)?,
-            Err(reason) => {
+            Err(CallError::Violation(reason)) => bail!("{reason}"),
+            Err(CallError::Closed(reason)) => {
                 if completion.batches.iter().all(|b| b.attempts == 0) {
                     eprintln!("WARNING: native producer: {reason}; retrying");
                 }
