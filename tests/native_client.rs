@@ -11,13 +11,12 @@ mod common;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use common::client::create_topic;
-use common::StromBroker;
+use common::{stdout_of, strom, StromBroker};
 use kafka_protocol::messages::produce_response::PartitionProduceResponse;
 use kafka_protocol::messages::{ApiKey, ProduceResponse, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
@@ -27,24 +26,6 @@ use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
 const RECORDS: u64 = 20_000;
-
-fn strom(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_strom"))
-        .args(args)
-        .output()
-        .expect("run strom")
-}
-
-fn succeeded(output: &Output) -> String {
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "strom failed: {}\nstdout:\n{stdout}\nstderr:\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    stdout
-}
 
 fn produce(bootstrap: &str, topic: &str, client: &str, extra: &[&str]) -> String {
     let records = RECORDS.to_string();
@@ -64,7 +45,7 @@ fn produce(bootstrap: &str, topic: &str, client: &str, extra: &[&str]) -> String
         client,
     ];
     args.extend_from_slice(extra);
-    succeeded(&strom(&args))
+    stdout_of(&strom(&args))
 }
 
 /// consumer-perf-test's summary row: (MB consumed, records consumed).
@@ -87,7 +68,7 @@ fn consume(bootstrap: &str, topic: &str, client: &str, group: &str, extra: &[&st
         client,
     ];
     args.extend_from_slice(extra);
-    let stdout = succeeded(&strom(&args));
+    let stdout = stdout_of(&strom(&args));
     let row = stdout.lines().last().expect("a summary row");
     let fields: Vec<&str> = row.split(", ").collect();
     assert_eq!(fields.len(), 10, "Kafka's summary row: {row}");
@@ -211,7 +192,7 @@ fn a_group_of_native_consumers_splits_the_topic_and_commits_its_offsets() {
         "--client",
         "native",
     ]);
-    let stdout = succeeded(&output);
+    let stdout = stdout_of(&output);
     assert!(
         stdout.contains("Exiting before consuming the expected number of messages"),
         "{stdout}"
@@ -224,7 +205,7 @@ fn a_group_of_native_consumers_splits_the_topic_and_commits_its_offsets() {
 fn native_end_to_end_latency_reads_back_every_record() {
     let broker = StromBroker::start(&[]);
     let bootstrap = broker.bootstrap();
-    let stdout = succeeded(&strom(&[
+    let stdout = stdout_of(&strom(&[
         "e2e-latency",
         "--bootstrap-server",
         &bootstrap,

@@ -4,27 +4,7 @@
 
 mod common;
 
-use std::process::{Command, Output};
-
-use common::StromBroker;
-
-fn strom(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_strom"))
-        .args(args)
-        .output()
-        .expect("run strom")
-}
-
-fn stdout_of(output: &Output) -> String {
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "strom failed: {}\nstdout:\n{stdout}\nstderr:\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    stdout
-}
+use common::{stdout_of, strom, StromBroker};
 
 /// The final producer line: `N records sent, R records/sec (M MB/sec), …, P ms 99.9th.`
 fn assert_final_producer_line(line: &str, records: u64) {

@@ -276,3 +276,23 @@ pub fn test_file(relative: &str) -> PathBuf {
         .join("tests")
         .join(relative)
 }
+
+/// Runs the `strom` binary with `args` to completion.
+pub fn strom(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_strom"))
+        .args(args)
+        .output()
+        .expect("run strom")
+}
+
+/// The stdout of a run that must have succeeded (panics with both streams otherwise).
+pub fn stdout_of(output: &std::process::Output) -> String {
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "strom failed: {}\nstdout:\n{stdout}\nstderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
