@@ -62,6 +62,9 @@ mod tests {
         assert_eq!(latency_ms(5, 3), 0);
         assert!(now_ns() <= now_ns());
         let (before, at, after) = (now_ns(), ns_of(Instant::now()), now_ns());
-        assert!(before <= at + 1_000 && at <= after + 1_000, "{before} {at} {after}");
+        assert!(
+            before <= at + 1_000 && at <= after + 1_000,
+            "{before} {at} {after}"
+        );
     }
 }
