@@ -63,6 +63,11 @@ Prints records/s, from the first record received to the last, beside the seed's 
 
 /// Runs every size and group size, prints the table and writes both reports.
 pub fn run(args: &BenchArgs, argv: &[String]) -> Result<()> {
+    if args.clients.len() > 1 {
+        anyhow::bail!(
+            "consumer-scaling runs one load generator at a time: --client librdkafka or --client native"
+        );
+    }
     let started = Instant::now();
     let cluster = Cluster::connect(args.bootstrap_server.as_deref())?;
     let bootstrap = cluster.bootstrap().to_string();

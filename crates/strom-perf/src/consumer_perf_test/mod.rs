@@ -78,7 +78,8 @@ pub fn run_report(name: &str, args: &ConsumerArgs, result: &ConsumerResult) -> R
             "threads": args.threads,
             "timeout_ms": args.timeout_ms,
             "from_latest": args.from_latest,
-            "librdkafka": result.settings.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
+            "client": args.client.name(),
+            "client_settings": result.settings.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
         }),
         kafka: json!({
             "start_time_ms": s.start_ms,

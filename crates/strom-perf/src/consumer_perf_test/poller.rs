@@ -90,10 +90,44 @@ impl Poller {
     }
 }
 
+/// The settings the native consumer runs with, under Kafka's names, for the reports.
+pub fn native_settings(args: &ConsumerArgs, group: &str) -> Result<Vec<(String, String)>> {
+    let c =
+        ConsumerConfig::from_properties(&native_properties(args, group), "perf-consumer-client")?;
+    Ok([
+        ("client", "native".to_string()),
+        ("group.id", c.group_id),
+        ("fetch.min.bytes", c.fetch_min_bytes.to_string()),
+        ("fetch.max.bytes", c.fetch_max_bytes.to_string()),
+        (
+            "fetch.max.wait.ms",
+            c.fetch_max_wait.as_millis().to_string(),
+        ),
+        (
+            "max.partition.fetch.bytes",
+            c.max_partition_fetch_bytes.to_string(),
+        ),
+        ("enable.auto.commit", c.enable_auto_commit.to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect())
+}
+
 /// The native consumer's settings: the user's properties with Kafka's tool's forced
 /// settings on top (group, `--fetch-size` as `max.partition.fetch.bytes`, the reset
 /// policy of `--from-latest`).
 fn native_config(args: &ConsumerArgs, group: &str) -> Result<ConsumerConfig> {
+    let config =
+        ConsumerConfig::from_properties(&native_properties(args, group), "perf-consumer-client")?;
+    config
+        .warnings
+        .iter()
+        .for_each(|w| eprintln!("WARNING: {w}"));
+    Ok(config)
+}
+
+fn native_properties(args: &ConsumerArgs, group: &str) -> Vec<(String, String)> {
     let mut properties = args.properties.clone();
     properties.extend([
         ("group.id".to_string(), group.to_string()),
@@ -115,10 +149,5 @@ fn native_config(args: &ConsumerArgs, group: &str) -> Result<ConsumerConfig> {
             args.socket_buffer_size.to_string(),
         ),
     ]);
-    let config = ConsumerConfig::from_properties(&properties, "perf-consumer-client")?;
-    config
-        .warnings
-        .iter()
-        .for_each(|w| eprintln!("WARNING: {w}"));
-    Ok(config)
+    properties
 }

@@ -12,8 +12,9 @@ use parking_lot::Mutex;
 use super::args::ConsumerArgs;
 use super::batch_consumer::Record;
 use super::output::{self, Progress, Summary};
-use super::poller::Poller;
+use super::poller::{self, Poller};
 use crate::histogram::LatencyHistogram;
+use crate::load_client::LoadClient;
 use crate::metrics;
 use crate::progress;
 use crate::property_map::{self, Mapped, Role};
@@ -203,7 +204,10 @@ pub fn run_with_handler(
         timed_out,
         histogram,
         series: series.points(end),
-        settings: mapped.settings.clone(),
+        settings: match args.client {
+            LoadClient::Librdkafka => mapped.settings.clone(),
+            LoadClient::Native => poller::native_settings(args, &group)?,
+        },
         per_consumer,
         first_to_last: first_record.zip(last_record).map(|(f, l)| l - f),
     })

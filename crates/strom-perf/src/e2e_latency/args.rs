@@ -7,6 +7,9 @@ use crate::properties::{self, Properties};
 
 pub const USAGE: &str = "USAGE: java org.apache.kafka.tools.EndToEndLatency broker_list topic num_messages producer_acks message_size_bytes [optional] properties_file";
 
+/// strom's own options, printed after Kafka's usage line.
+pub const STROM_OPTIONS: &str = "strom options, with either form: --json FILE, --html FILE, --client librdkafka|native (the Kafka client that sends and reads back; default: librdkafka)";
+
 const SPECS: &[OptionSpec] = &[
     OptionSpec::flag("help"),
     OptionSpec::one("bootstrap-server"),

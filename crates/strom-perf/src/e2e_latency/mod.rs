@@ -18,7 +18,7 @@ pub fn main(argv: Vec<String>) -> ExitCode {
     let args = match args::parse(&argv) {
         Ok(args) => args,
         Err(Outcome::Help) => {
-            println!("{}", args::USAGE);
+            println!("{}\n{}", args::USAGE, args::STROM_OPTIONS);
             return ExitCode::SUCCESS;
         }
         Err(Outcome::Error(message)) => {
