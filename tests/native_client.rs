@@ -167,14 +167,18 @@ fn a_group_of_native_consumers_splits_the_topic_and_commits_its_offsets() {
     let bootstrap = broker.bootstrap();
     create_topic(&bootstrap, "grouped", 6);
     produce(&bootstrap, "grouped", "native", &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("c.json");
     let (_, records) = consume(
         &bootstrap,
         "grouped",
         "native",
         "split",
-        &["--threads", "3"],
+        &["--threads", "3", "--json", json.to_str().unwrap()],
     );
     assert_eq!(records, RECORDS);
+    let report = std::fs::read_to_string(&json).unwrap();
+    assert!(report.contains("\"client\": \"native\""), "{report}");
     // Everything was committed: the same group finds nothing left to read.
     let output = strom(&[
         "consumer-perf-test",
