@@ -67,6 +67,63 @@ struct FetchSession {
     sent: HashMap<i32, (i64, i32)>,
 }
 
+impl FetchSession {
+    /// The next request for `wanted` (partition → fetch offset and leader epoch): its
+    /// session epoch, the partitions to send and the partitions to forget. Without a
+    /// session every partition is sent — with epoch 0 to ask for one, or -1 (a
+    /// sessionless fetch) when the broker or the Fetch version (`sessions`) has none;
+    /// within one, only partitions that are new or whose offset or epoch moved.
+    fn plan(
+        &mut self,
+        wanted: &HashMap<i32, (i64, i32)>,
+        sessions: bool,
+    ) -> (i32, Vec<i32>, Vec<i32>) {
+        let mut forgotten = Vec::new();
+        let (epoch, mut send): (i32, Vec<i32>) = if self.id == 0 || !sessions {
+            let epoch = if self.unsupported || !sessions { -1 } else { 0 };
+            (epoch, wanted.keys().copied().collect())
+        } else {
+            forgotten = self
+                .sent
+                .keys()
+                .copied()
+                .filter(|p| !wanted.contains_key(p))
+                .collect();
+            let moved = wanted
+                .iter()
+                .filter(|(p, at)| self.sent.get(p) != Some(at))
+                .map(|(p, _)| *p)
+                .collect();
+            (self.epoch, moved)
+        };
+        send.sort_unstable();
+        forgotten.sort_unstable();
+        self.sent = wanted.clone();
+        (epoch, send, forgotten)
+    }
+
+    /// Takes the session id of the answer to the last plan: a new session starts at epoch
+    /// 1, an existing one moves on by one (wrapping to 1), and no session after asking
+    /// for one means the broker grants none.
+    fn answered(&mut self, session_id: i32) {
+        if session_id == 0 {
+            if self.id == 0 {
+                self.unsupported = true;
+            }
+            self.id = 0;
+        } else if session_id == self.id {
+            self.epoch = if self.epoch == i32::MAX {
+                1
+            } else {
+                self.epoch + 1
+            };
+        } else {
+            self.id = session_id;
+            self.epoch = 1;
+        }
+    }
+}
+
 /// Records of one partition from one Fetch answer, walked a batch at a time.
 struct PartitionRecords {
     partition: i32,
@@ -458,30 +515,7 @@ impl ConsumerState {
                 )
             })
             .collect();
-        let (epoch, send, forgotten): (i32, Vec<i32>, Vec<i32>) = if session.id == 0 || version < 7
-        {
-            session.sent = wanted.clone();
-            let epoch = if session.unsupported || version < 7 {
-                -1
-            } else {
-                0
-            };
-            (epoch, partitions.clone(), Vec::new())
-        } else {
-            let send = partitions
-                .iter()
-                .copied()
-                .filter(|p| session.sent.get(p) != wanted.get(p))
-                .collect();
-            let forgotten = session
-                .sent
-                .keys()
-                .copied()
-                .filter(|p| !wanted.contains_key(p))
-                .collect();
-            session.sent = wanted.clone();
-            (session.epoch, send, forgotten)
-        };
+        let (epoch, send, forgotten) = session.plan(&wanted, version >= 7);
         let partition_max_bytes = self.config.max_partition_fetch_bytes;
         let request = FetchRequest::default()
             .with_replica_id((-1).into())
@@ -584,21 +618,7 @@ impl ConsumerState {
                 errors::describe(response.error_code, "Fetch")
             );
         }
-        if response.session_id == 0 {
-            if session.id == 0 && !session.unsupported {
-                session.unsupported = true;
-            }
-            session.id = 0;
-        } else if session.id == response.session_id {
-            session.epoch = if session.epoch == i32::MAX {
-                1
-            } else {
-                session.epoch + 1
-            };
-        } else {
-            session.id = response.session_id;
-            session.epoch = 1;
-        }
+        session.answered(response.session_id);
         for topic in response.responses {
             if topic.topic != self.topic {
                 bail!(
@@ -769,4 +789,61 @@ fn walk_batch(
         Ok(())
     })?;
     Ok(handed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wanted(entries: &[(i32, i64)]) -> HashMap<i32, (i64, i32)> {
+        entries.iter().map(|&(p, o)| (p, (o, 0))).collect()
+    }
+
+    #[test]
+    fn a_granted_session_sends_only_what_moved_and_forgets_what_left() {
+        let mut session = FetchSession::default();
+        assert_eq!(
+            session.plan(&wanted(&[(0, 10), (1, 20)]), true),
+            (0, vec![0, 1], vec![])
+        );
+        session.answered(77);
+        assert_eq!((session.id, session.epoch), (77, 1));
+        assert_eq!(
+            session.plan(&wanted(&[(0, 15), (1, 20)]), true),
+            (1, vec![0], vec![])
+        );
+        session.answered(77);
+        assert_eq!(
+            session.plan(&wanted(&[(0, 15), (2, 0)]), true),
+            (2, vec![2], vec![1])
+        );
+        session.answered(77);
+        assert_eq!(session.epoch, 3);
+    }
+
+    #[test]
+    fn a_broker_without_sessions_gets_full_sessionless_fetches() {
+        let mut session = FetchSession::default();
+        assert_eq!(session.plan(&wanted(&[(0, 1)]), true).0, 0);
+        session.answered(0);
+        assert!(session.unsupported);
+        assert_eq!(
+            session.plan(&wanted(&[(0, 1), (1, 1)]), true),
+            (-1, vec![0, 1], vec![])
+        );
+        let mut old = FetchSession::default();
+        assert_eq!(old.plan(&wanted(&[(0, 1)]), false).0, -1);
+    }
+
+    #[test]
+    fn a_lost_session_starts_again_with_a_full_fetch() {
+        let mut session = FetchSession::default();
+        session.plan(&wanted(&[(0, 1)]), true);
+        session.answered(5);
+        session.answered(0);
+        assert_eq!(session.id, 0);
+        // The broker ended the session (it did not refuse sessions): ask for a new one.
+        let (epoch, send, _) = session.plan(&wanted(&[(0, 9)]), true);
+        assert_eq!((epoch, send), (0, vec![0]));
+    }
 }
