@@ -63,6 +63,9 @@ enum Command {
     /// Kafka's kafka-topics: --create, --list, --describe, --alter --partitions, --delete
     #[command(disable_help_flag = true)]
     Topics(Passthrough),
+    /// Kafka's kafka-configs: --describe [--all], --alter --add-config/--delete-config, topics and brokers
+    #[command(disable_help_flag = true)]
+    Configs(Passthrough),
 }
 
 fn main() -> ExitCode {
@@ -78,5 +81,6 @@ fn main() -> ExitCode {
         Command::Cluster(p) => strom_perf::cluster_cli::main(p.args),
         Command::MetadataQuorum(p) => strom_perf::metadata_quorum::main(p.args),
         Command::Topics(p) => strom_perf::topics_cli::main(p.args),
+        Command::Configs(p) => strom_perf::configs_cli::main(p.args),
     }
 }

@@ -82,6 +82,25 @@ impl Parsed {
     }
 }
 
+/// A parse error worded as jopt-simple words it (kafka-topics.sh, kafka-configs.sh).
+pub fn jopt_message(e: &CliError) -> String {
+    match e {
+        CliError::Unrecognized(t) | CliError::Ambiguous(t, _) => {
+            format!("{} is not a recognized option", t.trim_start_matches('-'))
+        }
+        CliError::MissingValue(n) => format!("Option {n} requires an argument"),
+        CliError::UnexpectedValue(n) => format!("Option {n} does not take an argument"),
+    }
+}
+
+/// The answer to `--zookeeper HOST:PORT` (the seeds' command lines): Kafka 3+ and strom
+/// take brokers, so say which `--bootstrap-server` form to use instead.
+pub fn zookeeper_message(tool: &str, zookeeper: &str) -> String {
+    format!(
+        "zookeeper is not a recognized option: Kafka 3+ and strom take the brokers instead of ZooKeeper ({zookeeper}): use --bootstrap-server <broker host:port>, for example `strom {tool} --bootstrap-server localhost:9092 ...`"
+    )
+}
+
 /// Tokenizes `args` against `specs`. With `allow_positional`, bare tokens are collected
 /// instead of rejected.
 pub fn parse(

@@ -10,6 +10,7 @@ pub mod cli;
 pub mod clock;
 pub mod cluster;
 pub mod cluster_cli;
+pub mod configs_cli;
 pub mod consumer_groups;
 pub mod consumer_perf_test;
 pub mod cpu;

@@ -24,7 +24,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use crate::cli::{self, CliError, OptionSpec};
+use crate::cli::{self, OptionSpec};
 use crate::kafka_rpc;
 
 const SPECS: &[OptionSpec] = &[
@@ -77,24 +77,12 @@ pub fn main(args: Vec<String>) -> ExitCode {
     let parsed = match cli::parse(&args, SPECS, false) {
         Ok(p) => p,
         Err(e) => {
-            let message = match e {
-                CliError::Unrecognized(t) => {
-                    format!("{} is not a recognized option", t.trim_start_matches('-'))
-                }
-                CliError::Ambiguous(t, _) => {
-                    format!("{} is not a recognized option", t.trim_start_matches('-'))
-                }
-                CliError::MissingValue(n) => format!("Option {n} requires an argument"),
-                CliError::UnexpectedValue(n) => format!("Option {n} does not take an argument"),
-            };
-            eprintln!("{message}");
+            eprintln!("{}", cli::jopt_message(&e));
             return ExitCode::from(1);
         }
     };
     if let Some(zk) = parsed.value("zookeeper") {
-        eprintln!(
-            "zookeeper is not a recognized option: Kafka 3+ and strom take the brokers instead of ZooKeeper ({zk}): use --bootstrap-server <broker host:port>, for example `strom topics --bootstrap-server localhost:9092 ...`"
-        );
+        eprintln!("{}", cli::zookeeper_message("topics", zk));
         return ExitCode::from(1);
     }
     if parsed.has("help") || args.is_empty() {

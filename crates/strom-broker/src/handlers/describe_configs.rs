@@ -1,8 +1,9 @@
-//! DescribeConfigs for topics (every topic config, with its source) and for the broker
-//! (the keys it was started with).
+//! DescribeConfigs for topics (every topic config, with its source and, when asked, its
+//! synonyms) and for brokers: a broker id gets the keys it was started with (all static:
+//! strom has no dynamic broker configs), the default-broker entity (an empty name) none.
 
 use kafka_protocol::messages::describe_configs_response::{
-    DescribeConfigsResourceResult, DescribeConfigsResult,
+    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
 };
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use kafka_protocol::protocol::StrBytes;
@@ -21,42 +22,81 @@ fn entry(name: &str, value: String, source: i8, read_only: bool) -> DescribeConf
         .with_config_source(source)
 }
 
+fn synonym(name: &str, value: String, source: i8) -> DescribeConfigsSynonym {
+    DescribeConfigsSynonym::default()
+        .with_name(StrBytes::from_string(name.to_string()))
+        .with_value(Some(StrBytes::from_string(value)))
+        .with_source(source)
+}
+
 fn topic_entries(
     ctx: &RequestContext<'_>,
     name: &str,
-    include_documentation: bool,
+    req: &DescribeConfigsRequest,
 ) -> Result<Vec<DescribeConfigsResourceResult>, ApiError> {
     let overrides =
         crate::admin::topic_overrides(ctx.state, name).ok_or_else(ApiError::unknown_topic)?;
     Ok(topic_configs(ctx.state, &overrides)
         .into_iter()
         .map(|c| {
+            let synonyms = if req.include_synonyms {
+                c.synonyms
+                    .into_iter()
+                    .map(|s| synonym(s.name, s.value, s.source))
+                    .collect()
+            } else {
+                Vec::new()
+            };
             entry(c.name, c.value, c.source, false)
                 .with_config_type(c.config_type as i8)
-                .with_documentation(include_documentation.then(|| StrBytes::from_static_str(c.doc)))
+                .with_documentation(
+                    req.include_documentation
+                        .then(|| StrBytes::from_static_str(c.doc)),
+                )
+                .with_synonyms(synonyms)
         })
         .collect())
 }
 
-fn broker_entries(ctx: &RequestContext<'_>) -> Vec<DescribeConfigsResourceResult> {
+/// A broker's configs: what its `server.properties` and `--override`s gave, each its own
+/// STATIC_BROKER_CONFIG synonym. The default-broker entity (`""`) holds dynamic defaults,
+/// of which strom has none.
+fn broker_entries(
+    ctx: &RequestContext<'_>,
+    resource_name: &str,
+    include_synonyms: bool,
+) -> Vec<DescribeConfigsResourceResult> {
+    if resource_name.is_empty() {
+        return Vec::new();
+    }
     ctx.state
         .config
         .given
         .iter()
-        .map(|(k, v)| entry(k, v.clone(), STATIC_BROKER_CONFIG, true))
+        .map(|(k, v)| {
+            let synonyms = if include_synonyms {
+                vec![synonym(k, v.clone(), STATIC_BROKER_CONFIG)]
+            } else {
+                Vec::new()
+            };
+            entry(k, v.clone(), STATIC_BROKER_CONFIG, true).with_synonyms(synonyms)
+        })
         .collect()
 }
 
 pub fn handle(ctx: &RequestContext<'_>, req: DescribeConfigsRequest) -> DescribeConfigsResponse {
     let results = req
         .resources
-        .into_iter()
+        .iter()
+        .cloned()
         .map(|resource| {
             let entries = match resource.resource_type {
-                RESOURCE_TOPIC => {
-                    topic_entries(ctx, &resource.resource_name, req.include_documentation)
-                }
-                RESOURCE_BROKER => Ok(broker_entries(ctx)),
+                RESOURCE_TOPIC => topic_entries(ctx, &resource.resource_name, &req),
+                RESOURCE_BROKER => Ok(broker_entries(
+                    ctx,
+                    &resource.resource_name,
+                    req.include_synonyms,
+                )),
                 other => Err(unsupported_resource(other)),
             };
             let result = DescribeConfigsResult::default()

@@ -1,0 +1,155 @@
+//! `strom configs` (kafka-configs.sh) against a real broker: Kafka's lines for topics and
+//! brokers, synonyms in Kafka's order, alterations that take effect, and Kafka's
+//! messages for what it refuses.
+
+mod common;
+
+use common::client::create_topic;
+use common::{stdout_of, strom, StromBroker};
+
+fn configs(bootstrap: &str, args: &[&str]) -> std::process::Output {
+    let mut full = vec!["configs", "--bootstrap-server", bootstrap];
+    full.extend_from_slice(args);
+    strom(&full)
+}
+
+fn stderr_of(output: &std::process::Output) -> String {
+    assert!(!output.status.success(), "expected a failure");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn topic_configs_are_altered_and_described_as_kafka_prints_them() {
+    let broker = StromBroker::start(&["log.segment.bytes=536870912"]);
+    let b = broker.bootstrap();
+    create_topic(&b, "ct", 1);
+    let added = configs(
+        &b,
+        &[
+            "--entity-type",
+            "topics",
+            "--entity-name",
+            "ct",
+            "--alter",
+            "--add-config",
+            "retention.ms=1000,segment.bytes=1000000,cleanup.policy=[delete,compact]",
+        ],
+    );
+    assert_eq!(
+        stdout_of(&added),
+        "Completed updating config for topic ct.\n"
+    );
+    let described = stdout_of(&configs(&b, &["--topic", "ct", "--describe"]));
+    assert_eq!(
+        described,
+        "Dynamic configs for topic ct are:\n\
+         \x20 cleanup.policy=delete,compact sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=delete,compact, DEFAULT_CONFIG:log.cleanup.policy=delete}\n\
+         \x20 retention.ms=1000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1000}\n\
+         \x20 segment.bytes=1000000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:segment.bytes=1000000, STATIC_BROKER_CONFIG:log.segment.bytes=536870912, DEFAULT_CONFIG:log.segment.bytes=1073741824}\n"
+    );
+
+    // Deleting a key that is not an override is refused before anything is sent.
+    let refused = configs(
+        &b,
+        &[
+            "--topic",
+            "ct",
+            "--alter",
+            "--delete-config",
+            "retention.ms,max.message.bytes",
+        ],
+    );
+    assert_eq!(
+        stderr_of(&refused).trim(),
+        "Invalid config(s): max.message.bytes"
+    );
+    let deleted = configs(
+        &b,
+        &[
+            "--topic",
+            "ct",
+            "--alter",
+            "--delete-config",
+            "retention.ms",
+        ],
+    );
+    assert_eq!(
+        stdout_of(&deleted),
+        "Completed updating config for topic ct.\n"
+    );
+    let after = stdout_of(&configs(&b, &["--topic", "ct", "--describe"]));
+    assert!(!after.contains("retention.ms"), "{after}");
+
+    let all = stdout_of(&configs(&b, &["--topic", "ct", "--describe", "--all"]));
+    assert!(all.starts_with("All configs for topic ct are:\n"), "{all}");
+    assert!(
+        all.contains("  retention.ms=604800000 sensitive=false synonyms={}\n"),
+        "{all}"
+    );
+}
+
+#[test]
+fn broker_configs_are_described_and_their_alteration_is_refused_clearly() {
+    let broker = StromBroker::start(&[]);
+    let b = broker.bootstrap();
+    let listing = stdout_of(&configs(&b, &["--entity-type", "brokers", "--describe"]));
+    assert_eq!(
+        listing,
+        "Dynamic configs for broker 1 are:\nDefault configs for brokers in the cluster are:\n"
+    );
+    let all = stdout_of(&configs(&b, &["--broker", "1", "--describe", "--all"]));
+    assert!(all.starts_with("All configs for broker 1 are:\n"), "{all}");
+    assert!(
+        all.contains(" sensitive=false synonyms={STATIC_BROKER_CONFIG:log.dirs="),
+        "{all}"
+    );
+    let altered = configs(
+        &b,
+        &[
+            "--broker",
+            "1",
+            "--alter",
+            "--add-config",
+            "log.cleaner.threads=2",
+        ],
+    );
+    let stderr = stderr_of(&altered);
+    assert!(
+        stderr.starts_with("Error while executing config command with args '"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("set them in server.properties"), "{stderr}");
+}
+
+#[test]
+fn kafkas_argument_errors_and_the_zookeeper_form() {
+    let broker = StromBroker::start(&[]);
+    let b = broker.bootstrap();
+    let zk = strom(&[
+        "configs",
+        "--zookeeper",
+        "localhost:2181",
+        "--describe",
+        "--topic",
+        "t",
+    ]);
+    assert!(stderr_of(&zk).contains("use --bootstrap-server <broker host:port>"));
+    let no_name = configs(
+        &b,
+        &["--entity-type", "topics", "--alter", "--add-config", "a=1"],
+    );
+    assert_eq!(
+        stderr_of(&no_name).trim(),
+        "an entity name must be specified with --alter of topics"
+    );
+    let nothing = configs(&b, &["--topic", "t", "--alter"]);
+    assert!(stderr_of(&nothing)
+        .contains("At least one of --add-config, --add-config-file, or --delete-config"));
+    let malformed = configs(
+        &b,
+        &["--topic", "t", "--alter", "--add-config", "retention.ms"],
+    );
+    assert!(stderr_of(&malformed).contains("must be in the format \"key=val\""));
+    let unknown = configs(&b, &["--topic", "missing", "--describe"]);
+    assert!(stderr_of(&unknown).starts_with("Error while executing config command with args '"));
+}
