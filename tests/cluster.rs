@@ -5,7 +5,8 @@
 //! controlled shutdown and the restarted broker rejoins; a broker killed with -9 is fenced
 //! after its session timeout; three controller-only and two broker-only processes work as
 //! well; the controller listener refuses foreign clusters, duplicate registrations and
-//! garbage. Every wait polls its condition.
+//! garbage; `strom bench quorum` reports every round it timed. Every wait polls its
+//! condition.
 
 mod common;
 
@@ -14,7 +15,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::client::{block_on, create_topic, send_waiting};
-use common::cluster::TestCluster;
+use common::cluster::{run_bench, BenchRun, TestCluster};
 use common::{test_file, wait_until};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -220,6 +221,28 @@ fn kill_9_of_the_active_controller_elects_another_that_takes_writes() {
     assert!(
         TestCluster::describe_quorum(&back).topics[0].partitions[0].leader_epoch >= epoch_before
     );
+}
+
+#[test]
+fn bench_quorum_reports_every_round() {
+    let _serial = TestCluster::serial();
+    let BenchRun { stdout, json, html } = run_bench(&["bench", "quorum", "--rounds", "1"]);
+    assert!(stdout.contains("kill -9 of the active controller -> write"));
+    let rounds = json["figures"]["ms_per_round"].as_array().unwrap();
+    assert_eq!(rounds.len(), 3);
+    assert!(rounds
+        .iter()
+        .all(|r| r["ms"].as_array().unwrap().len() == 1));
+    assert_eq!(
+        (
+            &json["cluster"]["controllers"],
+            &json["cluster"]["combined"]
+        ),
+        (&3.into(), &true.into())
+    );
+    assert_eq!(json["settings"]["rounds"], 1);
+    assert!(html.contains("aria-label=\"Each round: propagation and failover\""));
+    assert!(html.contains("<td>kill -9 of the active controller -&gt; elected</td><td>median</td>"));
 }
 
 #[test]

@@ -20,7 +20,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use common::client::create_replicated_topic;
-use common::cluster::TestCluster;
+use common::cluster::{run_bench, BenchRun, TestCluster};
 use common::raw::Conn;
 use common::wait_until;
 use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
@@ -523,16 +523,8 @@ fn bench_network_runs_seed_001_on_capped_links_and_removes_its_namespaces() {
         .unwrap()
     };
     let before = namespaces();
-    let out = Command::new(env!("CARGO_BIN_EXE_strom"))
-        .args(["bench", "network", "--records", "20000", "--linger-ms", "0"])
-        .output()
-        .expect("strom bench network");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let BenchRun { stdout, json, html } =
+        run_bench(&["bench", "network", "--records", "20000", "--linger-ms", "0"]);
     for experiment in [
         "producer, default settings",
         "producer, batch.size=500",
@@ -554,28 +546,37 @@ fn bench_network_runs_seed_001_on_capped_links_and_removes_its_namespaces() {
         "{stdout}"
     );
     assert_eq!(namespaces(), before, "namespaces left behind");
+
+    let limit = json["figures"]["link_limit_mib_per_sec"].as_f64().unwrap();
+    assert!((limit - 17.88).abs() < 0.01, "{limit}");
+    assert_eq!(json["cluster"]["brokers"], 3);
+    assert_eq!(json["cluster"]["replication_factor"], 2);
+    assert_eq!(json["settings"]["records"], 20000);
+    let default_mb = json["comparison"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["experiment"] == "producer, default settings" && r["metric"] == "MB/s (MiB)")
+        .expect("the default producer's MB/s row");
+    assert!(default_mb["strom_value"].as_f64().unwrap() > 0.0);
+    assert_eq!(default_mb["seed_value"], 15.76);
+    // Two producer runs, one linger.ms run and two consumer runs.
+    assert_eq!(json["runs"].as_array().unwrap().len(), 5);
+    assert!(html.contains("aria-label=\"Throughput, MB/s (MiB)\""));
+    assert!(html.contains("17.88 MiB/s"), "the link-bound limit");
 }
 
 #[test]
 fn bench_controller_times_seed_003_steps_beside_the_seed() {
     let _serial = TestCluster::serial();
-    let out = Command::new(env!("CARGO_BIN_EXE_strom"))
-        .args([
-            "bench",
-            "controller",
-            "--max-topics",
-            "2",
-            "--session-timeout-ms",
-            "3000",
-        ])
-        .output()
-        .expect("strom bench controller");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let BenchRun { stdout, json, html } = run_bench(&[
+        "bench",
+        "controller",
+        "--max-topics",
+        "2",
+        "--session-timeout-ms",
+        "3000",
+    ]);
     assert!(
         stdout.contains("broker.session.timeout.ms=3000"),
         "{stdout}"
@@ -592,9 +593,65 @@ fn bench_controller_times_seed_003_steps_beside_the_seed() {
             .unwrap_or_else(|| panic!("no row for {topics} topics in\n{stdout}"));
         assert_eq!((row[1], row[2]), (replicas, seed), "{row:?}");
         let kill9: f64 = row[12].parse().unwrap();
+        // The session runs from the broker's last heartbeat, which came up to one
+        // broker.heartbeat.interval.ms (2 s by default) before the kill.
         assert!(
-            kill9 >= 3.0,
-            "kill -9 handling {kill9} s cannot beat the 3 s session timeout"
+            kill9 >= 3.0 - 2.0,
+            "kill -9 handling {kill9} s cannot beat the 3 s session timeout less one heartbeat interval"
         );
     }
+
+    let sweeps = json["figures"]["sweeps"].as_array().unwrap();
+    assert_eq!(sweeps.len(), 1);
+    assert_eq!(sweeps[0]["session_timeout_ms"], 3000);
+    let steps: Vec<_> = sweeps[0]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["topics"].clone(), s["replicas_per_broker"].clone()))
+        .collect();
+    assert_eq!(steps, [(1.into(), 60.into()), (2.into(), 120.into())]);
+    assert_eq!(
+        (&json["cluster"]["brokers"], &json["cluster"]["controllers"]),
+        (&5.into(), &3.into())
+    );
+    assert_eq!(json["settings"]["max_topics"], 2);
+    let charts = &html[..html.find("<h2>Environment").unwrap()];
+    for measure in [
+        "broker start-up",
+        "controlled shutdown",
+        "controller failover",
+        "kill -9 handling",
+    ] {
+        let title = format!("aria-label=\"seed 003: {measure}\"");
+        let at = charts
+            .find(&title)
+            .unwrap_or_else(|| panic!("no {measure} chart above the environment"));
+        let chart = &charts[at..at + charts[at..].find("</svg>").unwrap()];
+        assert!(
+            chart.contains(">strom, broker.session.timeout.ms=3000<"),
+            "{chart}"
+        );
+        assert!(chart.contains(">Kafka 1.1 (seed 003, ZooKeeper session 6 s)<"));
+        assert_eq!(chart.matches("<circle").count(), 2 + 1, "{measure}");
+    }
+}
+
+#[test]
+fn bench_faults_reports_each_fault_and_every_count() {
+    let _serial = TestCluster::serial();
+    let BenchRun { stdout, json, html } = run_bench(&["bench", "faults", "--faults", "2"]);
+    assert!(stdout.contains("lost or changed: 0"), "{stdout}");
+    assert_eq!(json["figures"]["holds"], true);
+    let faults: Vec<_> = json["figures"]["faults"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["fault"].as_str().unwrap())
+        .collect();
+    assert_eq!(faults, ["KillLeader", "TerminateLeader"]);
+    assert_eq!(json["cluster"]["replication_factor"], 3);
+    assert_eq!(json["settings"]["faults"], 2);
+    assert!(html.contains("aria-label=\"Fault → every ISR whole again\""));
+    assert!(html.contains("<td>acknowledged, lost or changed</td><td class=\"num\">0</td>"));
 }

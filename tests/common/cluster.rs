@@ -165,3 +165,40 @@ impl Drop for TestCluster {
         }
     }
 }
+
+/// What a cluster bench (`strom bench controller`, `network`, `quorum`, `faults`)
+/// printed, and the reports it wrote with `--json` and `--html` into a temporary
+/// directory.
+pub struct BenchRun {
+    pub stdout: String,
+    pub json: serde_json::Value,
+    pub html: String,
+}
+
+/// Runs `strom ARGS --json … --html …`, checks that it succeeded and named both reports
+/// last, and reads them. The caller holds [`TestCluster::serial`].
+pub fn run_bench(args: &[&str]) -> BenchRun {
+    let dir = tempfile::tempdir().unwrap();
+    let (json, html) = (dir.path().join("r.json"), dir.path().join("r.html"));
+    let out = Command::new(env!("CARGO_BIN_EXE_strom"))
+        .args(args)
+        .arg("--json")
+        .arg(&json)
+        .arg("--html")
+        .arg(&html)
+        .output()
+        .expect("strom bench");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let reports = format!("Reports: {} and {}", json.display(), html.display());
+    assert_eq!(stdout.lines().last(), Some(reports.as_str()), "{stdout}");
+    BenchRun {
+        stdout,
+        json: serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap(),
+        html: std::fs::read_to_string(&html).unwrap(),
+    }
+}

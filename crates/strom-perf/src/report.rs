@@ -59,13 +59,79 @@ pub struct ComparisonRow {
     pub client: Option<String>,
 }
 
+/// The cluster a cluster bench ran on: its figures mean little without its shape.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClusterShape {
+    pub brokers: usize,
+    /// The controller quorum's voters.
+    pub controllers: usize,
+    /// Whether the controllers are the brokers themselves (combined nodes) rather than
+    /// processes of their own.
+    pub combined: bool,
+    pub replication_factor: i16,
+    /// The measured topics' partitions, as the bench lays them out ("3", "100 per topic").
+    pub partitions: String,
+    /// The links between the nodes, where they shape the figures (seed 001's caps).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub links: Option<String>,
+}
+
+impl ClusterShape {
+    /// `nodes` combined nodes, each a broker and a voter of the controller quorum.
+    pub fn combined(nodes: usize, replication_factor: i16, partitions: String) -> Self {
+        Self {
+            brokers: nodes,
+            controllers: nodes,
+            combined: true,
+            replication_factor,
+            partitions,
+            links: None,
+        }
+    }
+}
+
+/// A chart of a bench's own curves (`strom bench controller`'s measures against
+/// partitions per broker): named series on shared axes, strom's measured beside the
+/// seed's published ones.
+#[derive(Debug, Clone, Serialize)]
+pub struct Chart {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    /// A logarithmic y axis, for series orders of magnitude apart.
+    pub log_y: bool,
+    pub series: Vec<ChartSeries>,
+}
+
+/// One named series of a [`Chart`].
+#[derive(Debug, Clone, Serialize)]
+pub struct ChartSeries {
+    pub name: String,
+    /// Published figures (a seed's), drawn as references beside the measured series.
+    pub reference: bool,
+    /// (x, y), in x order.
+    pub points: Vec<(f64, f64)>,
+}
+
 /// The whole document written by `--json` and rendered by `--html`.
+///
+/// The cluster benches, whose figures are no perf-tool runs, keep them in `figures` in
+/// their own shape, with their flags in `settings`, their cluster in `cluster` and their
+/// curves in `charts`; each of these is left out of the JSON when unused.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub format: &'static str,
     pub command: Vec<String>,
     pub started_at_unix_ms: u128,
     pub environment: Environment,
+    #[serde(skip_serializing_if = "Value::is_null")]
+    pub settings: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterShape>,
+    #[serde(skip_serializing_if = "Value::is_null")]
+    pub figures: Value,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub charts: Vec<Chart>,
     pub runs: Vec<RunReport>,
     pub comparison: Vec<ComparisonRow>,
 }
@@ -81,9 +147,28 @@ impl Report {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis()),
             environment: Environment::detect(),
+            settings: Value::Null,
+            cluster: None,
+            figures: Value::Null,
+            charts: Vec::new(),
             runs: Vec::new(),
             comparison: Vec::new(),
         }
+    }
+
+    /// The report of a cluster bench: its flags, defaults included, as `settings`, and
+    /// its cluster.
+    pub fn for_cluster(
+        command: &str,
+        argv: &[String],
+        settings: &impl Serialize,
+        cluster: ClusterShape,
+    ) -> anyhow::Result<Self> {
+        Ok(Self {
+            settings: serde_json::to_value(settings)?,
+            cluster: Some(cluster),
+            ..Self::new(command, argv)
+        })
     }
 
     /// Writes the report of a single-run tool (`--json` / `--html`), if any was asked for:

@@ -3,16 +3,17 @@
 //! The SVG is drawn here rather than by a charting library loaded from a CDN, so the page
 //! opens anywhere, offline, and can be attached to a ticket as a single file.
 //!
-//! The page opens with what a reader wants at a glance — throughput beside the seeds' as
-//! bars, every run's latency curve on one chart, each run's CPU cost — and keeps every
-//! figure in the tables and per-run sections below.
+//! The page opens with what a reader wants at a glance — a cluster bench's own curves
+//! (strom's measured series beside the seed's published ones), throughput beside the
+//! seeds' as bars, every run's latency curve on one chart, each run's CPU cost — and keeps
+//! every figure in the tables and per-run sections below.
 
 use std::fmt::Write as _;
 
 use anyhow::{Context, Result};
 
 use crate::histogram::PercentilePoint;
-use crate::report::{ComparisonRow, Report, RunReport};
+use crate::report::{Chart, ComparisonRow, Report, RunReport};
 
 /// An x-axis label at a data position.
 type Tick = (f64, String);
@@ -38,6 +39,8 @@ const PALETTE: [&str; 10] = [
 ];
 /// The seeds' bars: grey, as the reference beside strom's colours.
 const SEED_COLOUR: &str = "#b0b0b0";
+/// Reference lines (the seeds' curves): greys, dark then light, so two seeds tell apart.
+const REFERENCE_COLOURS: [&str; 2] = ["#404040", "#a0a0a0"];
 
 /// The throughput charts at the top: a title and the comparison metrics it gathers (the
 /// consumer tool counts records as messages, so msg/s shares the records/s chart).
@@ -82,13 +85,15 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}.plots{display:flex;fl
 svg{background:#fafafa;border:1px solid #ddd}.cmd code{background:#f0f0f0;padding:2px 6px}\
 details{margin:0.5em 0}";
 
-/// The summary at the top: throughput bars, the overlaid latency curves, CPU per run;
-/// each part only when the report has its figures.
+/// The summary at the top: the bench's own charts, throughput bars, the overlaid latency
+/// curves, CPU per run; each part only when the report has its figures.
 fn glance_section(page: &mut String, report: &Report) {
-    let mut charts: Vec<String> = THROUGHPUT_CHARTS
-        .iter()
-        .filter_map(|(title, metrics)| throughput_chart(title, metrics, &report.comparison))
-        .collect();
+    let mut charts: Vec<String> = report.charts.iter().map(report_chart).collect();
+    charts.extend(
+        THROUGHPUT_CHARTS
+            .iter()
+            .filter_map(|(title, metrics)| throughput_chart(title, metrics, &report.comparison)),
+    );
     charts.extend(latency_overlay(&report.runs));
     let cpu = cpu_table(&report.runs);
     if charts.is_empty() && cpu.is_none() {
@@ -182,6 +187,7 @@ fn latency_overlay(runs: &[RunReport]) -> Option<String> {
         .map(|r| Line {
             name: &r.name,
             points: percentile_points(&r.latency_curve),
+            kind: LineKind::Plain,
         })
         .collect();
     if lines.len() < 2 {
@@ -230,16 +236,83 @@ fn cpu_table(runs: &[RunReport]) -> Option<String> {
     Some(table)
 }
 
+/// A [`Chart`] of the report as SVG: strom's series as lines with a dot at each point,
+/// the seed's as dashed grey lines with squares.
+fn report_chart(chart: &Chart) -> String {
+    let lines: Vec<Line> = chart
+        .series
+        .iter()
+        .map(|s| Line {
+            name: &s.name,
+            points: s.points.clone(),
+            kind: if s.reference {
+                LineKind::Reference
+            } else {
+                LineKind::Points
+            },
+        })
+        .collect();
+    let scale = if chart.log_y {
+        YScale::Log
+    } else {
+        YScale::Linear
+    };
+    line_chart(
+        &chart.title,
+        (&chart.x_label, &chart.y_label),
+        &lines,
+        &[],
+        scale,
+    )
+}
+
+/// The machine, and the cluster of a cluster bench, then the bench's settings and
+/// figures as JSON where it has them.
 fn environment_section(page: &mut String, report: &Report) {
     let env = &report.environment;
-    let _ = write!(
+    let mut rows = vec![
+        ("CPU", env.cpu_model.clone()),
+        ("cores", env.cores.to_string()),
+        ("OS", env.os.clone()),
+        ("strom", env.strom_version.clone()),
+        ("librdkafka", env.librdkafka_version.clone()),
+    ];
+    if let Some(cluster) = &report.cluster {
+        let controllers = if cluster.combined {
+            "combined with the brokers"
+        } else {
+            "controller-only nodes"
+        };
+        rows.extend([
+            ("brokers", cluster.brokers.to_string()),
+            (
+                "controllers",
+                format!("{} ({controllers})", cluster.controllers),
+            ),
+            ("replication factor", cluster.replication_factor.to_string()),
+            ("partitions", cluster.partitions.clone()),
+        ]);
+        rows.extend(cluster.links.clone().map(|links| ("links", links)));
+    }
+    page.push_str("<h2>Environment</h2>\n<table>");
+    for (name, value) in rows {
+        let _ = write!(page, "<tr><th>{name}</th><td>{}</td></tr>", escape(&value));
+    }
+    page.push_str("</table>\n");
+    json_details(page, "settings", &report.settings);
+    json_details(page, "figures", &report.figures);
+}
+
+/// `value` as pretty JSON in a folded block named `summary`; nothing when it is null.
+fn json_details(page: &mut String, summary: &str, value: &serde_json::Value) {
+    if value.is_null() {
+        return;
+    }
+    let text = serde_json::to_string_pretty(value).unwrap_or_default();
+    let _ = writeln!(
         page,
-        "<h2>Environment</h2>\n<table><tr><th>CPU</th><td>{}</td></tr><tr><th>cores</th><td>{}</td></tr><tr><th>OS</th><td>{}</td></tr><tr><th>strom</th><td>{}</td></tr><tr><th>librdkafka</th><td>{}</td></tr></table>\n",
-        escape(&env.cpu_model),
-        env.cores,
-        escape(&env.os),
-        escape(&env.strom_version),
-        escape(&env.librdkafka_version)
+        "<details><summary>{summary}</summary><pre>{}</pre></details>",
+        escape(&text)
     );
 }
 
@@ -313,6 +386,7 @@ fn run_section(page: &mut String, run: &RunReport) {
             .iter()
             .map(|p| (p.t_s, p.records_per_sec))
             .collect(),
+        kind: LineKind::Plain,
     };
     page.push_str(&line_chart(
         "Throughput over time",
@@ -327,18 +401,17 @@ fn run_section(page: &mut String, run: &RunReport) {
         page.push_str(&line_chart(
             "Latency by percentile",
             ("percentile", "ms"),
-            &[Line { name: "", points }],
+            &[Line {
+                name: "",
+                points,
+                kind: LineKind::Plain,
+            }],
             &percentile_ticks(x_max),
             YScale::Linear,
         ));
     }
     page.push_str("</div>\n");
-    let settings = serde_json::to_string_pretty(&run.settings).unwrap_or_default();
-    let _ = writeln!(
-        page,
-        "<details><summary>settings</summary><pre>{}</pre></details>",
-        escape(&settings)
-    );
+    json_details(page, "settings", &run.settings);
 }
 
 /// Maps percentiles onto HdrHistogram's log axis, x = log10(1 / (1 - p)); the max (100%)
@@ -380,6 +453,74 @@ fn log_position(percentile: f64) -> f64 {
 struct Line<'a> {
     name: &'a str,
     points: Vec<(f64, f64)>,
+    kind: LineKind,
+}
+
+/// How a series is drawn.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum LineKind {
+    /// A bare line: a time series or a percentile curve, too dense for markers.
+    Plain,
+    /// Measured at a few points: a line with a dot at each.
+    Points,
+    /// Published figures to compare with: a dashed grey line with a square at each point.
+    Reference,
+}
+
+/// The colour and dash of a line.
+struct Stroke {
+    colour: &'static str,
+    dashed: bool,
+}
+
+impl Stroke {
+    /// Each line's stroke: the measured series take the palette in turn (dashed once it
+    /// repeats), the references the greys in turn, dashed.
+    fn of(lines: &[Line]) -> Vec<Self> {
+        let (mut measured, mut references) = (0, 0);
+        lines
+            .iter()
+            .map(|line| {
+                let (counter, colours) = if line.kind == LineKind::Reference {
+                    (&mut references, &REFERENCE_COLOURS[..])
+                } else {
+                    (&mut measured, &PALETTE[..])
+                };
+                let i = *counter;
+                *counter += 1;
+                Self {
+                    colour: colours[i % colours.len()],
+                    dashed: line.kind == LineKind::Reference || i / colours.len() % 2 == 1,
+                }
+            })
+            .collect()
+    }
+
+    fn attributes(&self) -> String {
+        let dash = if self.dashed {
+            " stroke-dasharray=\"6 3\""
+        } else {
+            ""
+        };
+        format!("stroke=\"{}\"{dash}", self.colour)
+    }
+
+    /// The marker a line of `kind` has at a point, centred on (x, y).
+    fn marker(&self, kind: LineKind, x: f64, y: f64) -> String {
+        match kind {
+            LineKind::Plain => String::new(),
+            LineKind::Points => format!(
+                "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"3\" fill=\"{}\"/>",
+                self.colour
+            ),
+            LineKind::Reference => format!(
+                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"6\" height=\"6\" fill=\"#fff\" stroke=\"{}\"/>",
+                x - 3.0,
+                y - 3.0,
+                self.colour
+            ),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -479,7 +620,8 @@ fn decade_label(k: i32) -> String {
 }
 
 /// An SVG line chart of one or more series (`labels`: x, y); `x_ticks` replaces the
-/// numeric x labels when given. Named series get a legend below the plot.
+/// numeric x labels (round steps from 0) when given. Named series get a legend below the
+/// plot.
 fn line_chart(
     title: &str,
     labels: (&str, &str),
@@ -505,11 +647,17 @@ fn line_chart(
         svg.push_str("<text x=\"50%\" y=\"50%\" text-anchor=\"middle\">no data</text></svg>");
         return svg;
     }
-    let x_max = points
+    let data_x_max = points
         .iter()
         .map(|p| p.0)
         .fold(f64::MIN, f64::max)
         .max(1e-9);
+    let (x_max, ticks) = if x_ticks.is_empty() {
+        let (end, steps) = linear_ticks(data_x_max);
+        (end, steps.into_iter().map(|x| (x, axis_label(x))).collect())
+    } else {
+        (data_x_max, x_ticks.to_vec())
+    };
     let x_min = points.iter().map(|p| p.0).fold(f64::MAX, f64::min).min(0.0);
     let y_values: Vec<f64> = points.iter().map(|p| p.1).collect();
     let y_axis = YAxis::fit(&y_values, y_scale);
@@ -529,14 +677,6 @@ fn line_chart(
             "<line x1=\"{MARGIN_LEFT}\" x2=\"{x2}\" y1=\"{py:.1}\" y2=\"{py:.1}\" stroke=\"#ddd\"/><text x=\"{lx}\" y=\"{ly:.1}\" text-anchor=\"end\" font-size=\"11\">{label}</text>"
         );
     }
-    let ticks: Vec<(f64, String)> = if x_ticks.is_empty() {
-        (0..=5)
-            .map(|i| x_min + (x_max - x_min) * i as f64 / 5.0)
-            .map(|x| (x, axis_label(x)))
-            .collect()
-    } else {
-        x_ticks.to_vec()
-    };
     for (x, label) in ticks {
         let _ = write!(
             svg,
@@ -546,7 +686,8 @@ fn line_chart(
             escape(&label)
         );
     }
-    for (i, line) in lines.iter().enumerate() {
+    let strokes = Stroke::of(lines);
+    for (line, stroke) in lines.iter().zip(&strokes) {
         let path: Vec<String> = line
             .points
             .iter()
@@ -555,9 +696,12 @@ fn line_chart(
         let _ = write!(
             svg,
             "<polyline fill=\"none\" {} stroke-width=\"2\" points=\"{}\"/>",
-            line_style(i),
+            stroke.attributes(),
             path.join(" ")
         );
+        for &(x, y) in &line.points {
+            svg.push_str(&stroke.marker(line.kind, sx(x), sy(y)));
+        }
     }
     let _ = write!(
         svg,
@@ -571,11 +715,13 @@ fn line_chart(
     );
     for (row, (i, line)) in legend.iter().enumerate() {
         let y = legend_top + row as f64 * LEGEND_ROW + 8.0;
+        let stroke = &strokes[*i];
         let _ = write!(
             svg,
-            "<line x1=\"{MARGIN_LEFT}\" x2=\"{}\" y1=\"{y:.1}\" y2=\"{y:.1}\" {} stroke-width=\"3\"/><text x=\"{}\" y=\"{:.1}\" font-size=\"11\">{}</text>",
+            "<line x1=\"{MARGIN_LEFT}\" x2=\"{}\" y1=\"{y:.1}\" y2=\"{y:.1}\" {} stroke-width=\"3\"/>{}<text x=\"{}\" y=\"{:.1}\" font-size=\"11\">{}</text>",
             MARGIN_LEFT + 24.0,
-            line_style(*i),
+            stroke.attributes(),
+            stroke.marker(line.kind, MARGIN_LEFT + 12.0, y),
             MARGIN_LEFT + 30.0,
             y + 4.0,
             escape(line.name)
@@ -583,16 +729,6 @@ fn line_chart(
     }
     svg.push_str("</svg>");
     svg
-}
-
-/// The stroke of series `i`: the palette's colours, dashed once they repeat.
-fn line_style(i: usize) -> String {
-    let colour = PALETTE[i % PALETTE.len()];
-    if i / PALETTE.len() % 2 == 1 {
-        format!("stroke=\"{colour}\" stroke-dasharray=\"6 3\"")
-    } else {
-        format!("stroke=\"{colour}\"")
-    }
 }
 
 /// A horizontal grouped bar chart: a band per group (label left), a bar per series with a
@@ -735,6 +871,7 @@ mod tests {
     use super::*;
     use crate::cpu::CpuUse;
     use crate::histogram::LatencyHistogram;
+    use crate::report::{ChartSeries, ClusterShape};
     use crate::series::SeriesPoint;
 
     fn sample_run(name: &str, latency_scale: u64) -> RunReport {
@@ -908,6 +1045,89 @@ mod tests {
         assert!(table.contains(
             "<td class=\"num\">2.00</td><td class=\"num\">unknown (external cluster)</td>"
         ));
+    }
+
+    fn series(name: &str, reference: bool, points: &[(f64, f64)]) -> ChartSeries {
+        ChartSeries {
+            name: name.to_string(),
+            reference,
+            points: points.to_vec(),
+        }
+    }
+
+    #[test]
+    fn report_charts_come_first_with_measured_and_reference_series() {
+        let mut report = sample_report();
+        report.comparison = vec![figure("002 tuned", "records/s", 900_000.0, None)];
+        report.charts.push(Chart {
+            title: "Controlled <shutdown>".to_string(),
+            x_label: "partitions per broker".to_string(),
+            y_label: "seconds".to_string(),
+            log_y: false,
+            series: vec![
+                series("strom, 6000 ms", false, &[(60.0, 0.02), (120.0, 0.03)]),
+                series("strom, 9000 ms", false, &[(60.0, 0.02), (120.0, 0.04)]),
+                series("Kafka 1.0", true, &[(40.0, 4.0), (100.0, 4.0)]),
+                series("Kafka 1.1", true, &[(40.0, 2.0), (100.0, 2.0)]),
+            ],
+        });
+        let page = render(&report);
+        let chart = svg_titled(&page, "Controlled &lt;shutdown&gt;");
+        assert!(
+            page.find("Controlled &lt;shutdown&gt;").unwrap()
+                < page.find("Throughput, records/s").unwrap(),
+            "the bench's charts open the page"
+        );
+        assert_eq!(chart.matches("<polyline").count(), 4);
+        // A dot per measured point and in each of their legend entries, a square per
+        // reference point and in each of theirs.
+        assert_eq!(chart.matches("<circle").count(), 4 + 2);
+        assert_eq!(chart.matches("<rect").count(), 4 + 2);
+        assert_eq!(chart.matches("stroke-dasharray").count(), 2 * 2);
+        for colour in [
+            PALETTE[0],
+            PALETTE[1],
+            REFERENCE_COLOURS[0],
+            REFERENCE_COLOURS[1],
+        ] {
+            assert!(chart.contains(colour), "{colour}");
+        }
+        assert!(chart.contains(">Kafka 1.1<") && chart.contains(">strom, 9000 ms<"));
+        assert!(chart.contains(">partitions per broker<"));
+        // Round steps on the x axis: 0, 50, 100, 150.
+        assert!(chart.contains(">50<") && chart.contains(">150<"));
+    }
+
+    #[test]
+    fn environment_shows_the_cluster_settings_and_figures() {
+        let mut report = sample_report();
+        report.cluster = Some(ClusterShape {
+            brokers: 5,
+            controllers: 3,
+            combined: false,
+            replication_factor: 3,
+            partitions: "100 per topic".to_string(),
+            links: Some("100 Mbit/s <capped>".to_string()),
+        });
+        report.settings = serde_json::json!({"max_topics": 2});
+        report.figures = serde_json::json!({"steps": [{"topics": 1}]});
+        let page = html_part(&render(&report)).to_string();
+        let environment = &page[page.find("<h2>Environment").unwrap()..];
+        for row in [
+            "<th>brokers</th><td>5</td>",
+            "<th>controllers</th><td>3 (controller-only nodes)</td>",
+            "<th>replication factor</th><td>3</td>",
+            "<th>partitions</th><td>100 per topic</td>",
+            "<th>links</th><td>100 Mbit/s &lt;capped&gt;</td>",
+        ] {
+            assert!(environment.contains(row), "{row}");
+        }
+        assert!(
+            environment.contains("<summary>settings</summary><pre>{\n  &quot;max_topics&quot;: 2")
+        );
+        assert!(environment.contains("<summary>figures</summary>"));
+        let plain = html_part(&render(&sample_report())).to_string();
+        assert!(!plain.contains("<th>brokers</th>") && !plain.contains("<summary>figures"));
     }
 
     #[test]

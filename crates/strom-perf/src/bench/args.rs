@@ -1,8 +1,10 @@
 //! `strom bench` arguments, shared by its experiments (`strom bench` itself and
-//! `strom bench consumer-scaling`), which differ only in their defaults.
+//! `strom bench consumer-scaling`), which differ only in their defaults; and the report
+//! flags of the cluster benches, whose other flags clap defines.
 
 use crate::cli::{self, CliError, OptionSpec};
 use crate::load_client::LoadClient;
+use crate::report::Report;
 
 /// What a bench command uses for the flags the user leaves out.
 #[derive(Debug, Clone, Copy)]
@@ -76,6 +78,36 @@ published ones:
 
 Seed 004's consumer-scaling experiment: strom bench consumer-scaling --help
 ";
+
+/// `--json` and `--html` of the cluster benches (`strom bench controller`, `network`,
+/// `quorum` and `faults`): each is written, by default to a file named after the
+/// command, as `strom bench` writes `strom-bench.json`.
+#[derive(clap::Args, Debug, Clone, PartialEq)]
+pub struct ReportFiles {
+    /// JSON report [default: strom-bench-COMMAND.json, e.g. strom-bench-controller.json]
+    #[arg(long, value_name = "FILE")]
+    json: Option<String>,
+    /// HTML report [default: strom-bench-COMMAND.html, e.g. strom-bench-controller.html]
+    #[arg(long, value_name = "FILE")]
+    html: Option<String>,
+}
+
+impl ReportFiles {
+    /// The JSON and HTML paths of `strom bench COMMAND`.
+    pub fn paths(&self, command: &str) -> (String, String) {
+        let default = |extension: &str| format!("strom-bench-{command}.{extension}");
+        (
+            self.json.clone().unwrap_or_else(|| default("json")),
+            self.html.clone().unwrap_or_else(|| default("html")),
+        )
+    }
+
+    /// Writes both reports of `strom bench COMMAND` and says where they are.
+    pub fn write(&self, command: &str, report: &Report) -> anyhow::Result<()> {
+        let (json, html) = self.paths(command);
+        super::write_reports(report, &json, &html)
+    }
+}
 
 pub enum Outcome {
     Help,
@@ -163,6 +195,33 @@ mod tests {
             (parsed.json.as_str(), parsed.html.as_str()),
             ("a.json", "a.html")
         );
+    }
+
+    #[test]
+    fn cluster_benches_name_their_reports_after_themselves() {
+        #[derive(clap::Parser)]
+        struct Flags {
+            #[command(flatten)]
+            reports: ReportFiles,
+        }
+        let paths = |s: &str| {
+            <Flags as clap::Parser>::try_parse_from(args(&format!("strom {s}")))
+                .unwrap_or_else(|e| panic!("{e}"))
+                .reports
+                .paths("controller")
+        };
+        assert_eq!(
+            paths(""),
+            (
+                "strom-bench-controller.json".into(),
+                "strom-bench-controller.html".into()
+            )
+        );
+        assert_eq!(
+            paths("--json /tmp/c.json"),
+            ("/tmp/c.json".into(), "strom-bench-controller.html".into())
+        );
+        assert_eq!(paths("--html c.html").1, "c.html");
     }
 
     #[test]

@@ -15,6 +15,10 @@
 //! Between steps the killed nodes are back and an ElectLeaders PREFERRED restores the
 //! leadership spread. The sweep runs once per `--session-timeout-ms` value (the seed's
 //! 6000-ms ZooKeeper session and Kafka's 9000-ms default); `--max-topics` scales it down.
+//!
+//! The reports (`--json`, `--html`) hold every step of every sweep; the HTML page opens
+//! with a chart per measure against partitions per broker, a series per sweep beside the
+//! seed's Kafka 1.0 and 1.1.
 
 use std::collections::BTreeSet;
 use std::process::ExitCode;
@@ -28,9 +32,12 @@ use kafka_protocol::messages::{
     MetadataResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
+use serde::Serialize;
 
+use super::args::ReportFiles;
 use crate::kafka_rpc;
 use crate::local_cluster::{ClusterSpec, LocalCluster, NodeInfo, Role};
+use crate::report::{Chart, ChartSeries, ClusterShape, ComparisonRow, Report};
 
 const TIMEOUT: Duration = Duration::from_secs(300);
 const BROKERS: usize = 5;
@@ -61,7 +68,7 @@ const SEED: [SeedRow; 16] = [
     (221, 13300, [13, 108, 98], None, [12, 13, 16], None),
 ];
 
-#[derive(Parser, Debug)]
+#[derive(Parser, Debug, Serialize)]
 #[command(
     name = "strom bench controller",
     about = "Seed 003: broker start-up, controlled shutdown, controller failover and kill -9 handling as partitions grow"
@@ -76,6 +83,9 @@ struct Args {
     /// Extra settings for every node, `key=value` (repeatable).
     #[arg(long = "override")]
     overrides: Vec<String>,
+    #[command(flatten)]
+    #[serde(skip)]
+    reports: ReportFiles,
 }
 
 pub fn main(argv: &[String]) -> ExitCode {
@@ -83,13 +93,78 @@ pub fn main(argv: &[String]) -> ExitCode {
 }
 
 /// One step's measurements, in seconds.
+#[derive(Serialize)]
 struct Step {
     topics: u32,
     replicas_per_broker: u32,
-    startup: f64,
-    shutdown: f64,
-    failover: f64,
-    kill9: f64,
+    startup_s: f64,
+    shutdown_s: f64,
+    failover_s: f64,
+    kill9_s: f64,
+}
+
+/// One sweep of the steps, at one `broker.session.timeout.ms`.
+#[derive(Serialize)]
+struct Sweep {
+    session_timeout_ms: u64,
+    steps: Vec<Step>,
+}
+
+/// What a step times, in the printed table's order.
+#[derive(Debug, Clone, Copy)]
+enum Measure {
+    StartUp,
+    Shutdown,
+    Failover,
+    Kill9,
+}
+
+const MEASURES: [Measure; 4] = [
+    Measure::StartUp,
+    Measure::Shutdown,
+    Measure::Failover,
+    Measure::Kill9,
+];
+
+impl Measure {
+    fn name(self) -> &'static str {
+        match self {
+            Self::StartUp => "broker start-up",
+            Self::Shutdown => "controlled shutdown",
+            Self::Failover => "controller failover",
+            Self::Kill9 => "kill -9 handling",
+        }
+    }
+
+    /// strom's time at `step`, in seconds.
+    fn of(self, step: &Step) -> f64 {
+        match self {
+            Self::StartUp => step.startup_s,
+            Self::Shutdown => step.shutdown_s,
+            Self::Failover => step.failover_s,
+            Self::Kill9 => step.kill9_s,
+        }
+    }
+
+    /// The seed's times at its step `row`, in seconds: Kafka 1.0's, then 1.1's.
+    fn seed(self, row: &SeedRow) -> [Option<u32>; 2] {
+        let (_, _, v10, k10, v11, k11) = *row;
+        match self {
+            Self::Kill9 => [k10, k11],
+            // The seed's arrays hold start-up, shutdown and failover, in this order.
+            other => [Some(v10[other as usize]), Some(v11[other as usize])],
+        }
+    }
+}
+
+/// The seed's step of `topics` topics (strom's steps are the seed's).
+fn seed_row(topics: u32) -> &'static SeedRow {
+    SEED.iter().find(|s| s.0 == topics).expect("a seed step")
+}
+
+/// A seed figure as printed: `-` where the seed reported none.
+fn shown(value: Option<u32>) -> String {
+    value.map_or_else(|| "-".to_string(), |v| v.to_string())
 }
 
 fn create_topics(addr: &str, names: &[String], partitions: i32, rf: i16) -> Result<bool> {
@@ -237,74 +312,232 @@ fn sweep(args: &Args, session_ms: u64) -> Result<Vec<Step>> {
             topics,
             replicas_per_broker: topics * PARTITIONS_PER_TOPIC as u32 * REPLICATION as u32
                 / BROKERS as u32,
-            startup: startup.as_secs_f64(),
-            shutdown: shutdown.as_secs_f64(),
-            failover,
-            kill9,
+            startup_s: startup.as_secs_f64(),
+            shutdown_s: shutdown.as_secs_f64(),
+            failover_s: failover,
+            kill9_s: kill9,
         });
     }
     Ok(steps)
 }
 
-fn print(session_ms: u64, steps: &[Step]) {
+fn print(sweep: &Sweep) {
     println!(
-        "\nstrom: {CONTROLLERS} controllers, {BROKERS} brokers, RF {REPLICATION}, {PARTITIONS_PER_TOPIC} partitions per topic, broker.session.timeout.ms={session_ms}; seed 003: Kafka 1.0 / 1.1 (ZooKeeper session 6 s), seconds"
+        "\nstrom: {CONTROLLERS} controllers, {BROKERS} brokers, RF {REPLICATION}, {PARTITIONS_PER_TOPIC} partitions per topic, broker.session.timeout.ms={}; seed 003: Kafka 1.0 / 1.1 (ZooKeeper session 6 s), seconds",
+        sweep.session_timeout_ms
     );
+    let names: Vec<String> = MEASURES
+        .iter()
+        .map(|m| format!("{:>18}", m.name()))
+        .collect();
     println!(
-        "{:>6} {:>10} {:>10} | {:>18} | {:>18} | {:>18} | {:>18}",
+        "{:>6} {:>10} {:>10} | {}",
         "topics",
         "replicas/",
         "seed",
-        "start-up",
-        "controlled shutdown",
-        "controller failover",
-        "kill -9 handling"
+        names.join(" | ")
     );
     println!(
-        "{:>6} {:>10} {:>10} | {:>18} | {:>18} | {:>18} | {:>18}",
+        "{:>6} {:>10} {:>10} | {}",
         "",
         "broker",
         "part./brk",
-        "strom  1.0  1.1",
-        "strom  1.0  1.1",
-        "strom  1.0  1.1",
-        "strom  1.0  1.1"
+        vec![format!("{:>18}", "strom  1.0  1.1"); MEASURES.len()].join(" | ")
     );
-    let opt = |v: Option<u32>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
-    for step in steps {
-        let seed = SEED
+    for step in &sweep.steps {
+        let seed = seed_row(step.topics);
+        let cells: Vec<String> = MEASURES
             .iter()
-            .find(|s| s.0 == step.topics)
-            .expect("a seed step");
-        let (_, per_broker, v10, k10, v11, k11) = *seed;
+            .map(|m| {
+                let [v10, v11] = m.seed(seed).map(shown);
+                format!("{:>7.2} {v10:>4} {v11:>4}", m.of(step))
+            })
+            .collect();
         println!(
-            "{:>6} {:>10} {:>10} | {:>7.2} {:>4} {:>4} | {:>7.2} {:>4} {:>4} | {:>7.2} {:>4} {:>4} | {:>7.2} {:>4} {:>4}",
+            "{:>6} {:>10} {:>10} | {}",
             step.topics,
             step.replicas_per_broker,
-            per_broker,
-            step.startup,
-            v10[0],
-            v11[0],
-            step.shutdown,
-            v10[1],
-            v11[1],
-            step.failover,
-            v10[2],
-            v11[2],
-            step.kill9,
-            opt(k10),
-            opt(k11)
+            seed.1,
+            cells.join(" | ")
         );
     }
 }
 
-fn run(args: &Args) -> Result<()> {
+fn run(args: &Args, argv: &[String]) -> Result<()> {
     if !SEED.iter().any(|s| s.0 <= args.max_topics) {
         bail!("--max-topics must be at least 1");
     }
+    let mut sweeps = Vec::new();
     for &session_ms in &args.session_timeout_ms {
-        let steps = sweep(args, session_ms)?;
-        print(session_ms, &steps);
+        let sweep = Sweep {
+            session_timeout_ms: session_ms,
+            steps: sweep(args, session_ms)?,
+        };
+        print(&sweep);
+        sweeps.push(sweep);
     }
-    Ok(())
+    let cluster = ClusterShape {
+        brokers: BROKERS,
+        controllers: CONTROLLERS,
+        combined: false,
+        replication_factor: REPLICATION,
+        partitions: format!(
+            "{PARTITIONS_PER_TOPIC} per topic, topics added in the seed's steps up to {}",
+            args.max_topics
+        ),
+        links: None,
+    };
+    let mut report = Report::for_cluster("bench controller", argv, args, cluster)?;
+    report.figures = serde_json::json!({ "sweeps": sweeps });
+    report.charts = MEASURES.iter().map(|&m| chart(m, &sweeps)).collect();
+    report.comparison = sweeps.iter().flat_map(rows).collect();
+    args.reports.write("controller", &report)
+}
+
+/// `measure` against partitions per broker: strom's series per sweep, at its replicas per
+/// broker, and the seed's Kafka 1.0 and 1.1 where the seed reported the measure, at the
+/// steps the sweeps ran and at the per-broker count the seed gave, on a log axis (strom's
+/// times and the seed's are orders of magnitude apart).
+fn chart(measure: Measure, sweeps: &[Sweep]) -> Chart {
+    let mut series: Vec<ChartSeries> = sweeps
+        .iter()
+        .map(|sweep| ChartSeries {
+            name: format!(
+                "strom, broker.session.timeout.ms={}",
+                sweep.session_timeout_ms
+            ),
+            reference: false,
+            points: sweep
+                .steps
+                .iter()
+                .map(|step| (f64::from(step.replicas_per_broker), measure.of(step)))
+                .collect(),
+        })
+        .collect();
+    let ran: BTreeSet<u32> = sweeps
+        .iter()
+        .flat_map(|sweep| sweep.steps.iter().map(|step| step.topics))
+        .collect();
+    for (version, kafka) in ["Kafka 1.0", "Kafka 1.1"].into_iter().enumerate() {
+        let points: Vec<(f64, f64)> = ran
+            .iter()
+            .map(|&topics| seed_row(topics))
+            .filter_map(|row| measure.seed(row)[version].map(|v| (f64::from(row.1), f64::from(v))))
+            .collect();
+        if !points.is_empty() {
+            series.push(ChartSeries {
+                name: format!("{kafka} (seed 003, ZooKeeper session 6 s)"),
+                reference: true,
+                points,
+            });
+        }
+    }
+    Chart {
+        title: format!("seed 003: {}", measure.name()),
+        x_label: "partitions (replicas) per broker".to_string(),
+        y_label: "seconds, log scale".to_string(),
+        log_y: true,
+        series,
+    }
+}
+
+/// The printed table of one sweep as comparison rows: a row per step and measure, strom's
+/// seconds beside the seed's Kafka 1.0 / 1.1.
+fn rows(sweep: &Sweep) -> Vec<ComparisonRow> {
+    sweep
+        .steps
+        .iter()
+        .flat_map(|step| {
+            let experiment = format!(
+                "{} x {PARTITIONS_PER_TOPIC} partitions, {} replicas/broker, session {} ms",
+                step.topics, step.replicas_per_broker, sweep.session_timeout_ms
+            );
+            MEASURES.map(|m| {
+                let [v10, v11] = m.seed(seed_row(step.topics)).map(shown);
+                super::row(
+                    &experiment,
+                    &format!("{}, s (seed: Kafka 1.0 / 1.1)", m.name()),
+                    format!("{:.2}", m.of(step)),
+                    Some(format!("{v10} / {v11}")),
+                )
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(topics: u32, seconds: f64) -> Step {
+        Step {
+            topics,
+            replicas_per_broker: topics * 60,
+            startup_s: seconds,
+            shutdown_s: seconds,
+            failover_s: seconds,
+            kill9_s: seconds,
+        }
+    }
+
+    fn sweeps() -> Vec<Sweep> {
+        [(6000, 0.5), (9000, 0.7)]
+            .map(|(session_timeout_ms, s)| Sweep {
+                session_timeout_ms,
+                steps: vec![step(1, s), step(16, s)],
+            })
+            .into()
+    }
+
+    #[test]
+    fn reads_the_seed_figures_of_each_measure() {
+        let last = seed_row(221);
+        assert_eq!(Measure::StartUp.seed(last), [Some(13), Some(12)]);
+        assert_eq!(Measure::Shutdown.seed(last), [Some(108), Some(13)]);
+        assert_eq!(Measure::Failover.seed(last), [Some(98), Some(16)]);
+        assert_eq!(Measure::Kill9.seed(last), [None, None]);
+        assert_eq!(Measure::Kill9.seed(seed_row(1)), [Some(9), Some(5)]);
+    }
+
+    #[test]
+    fn charts_a_series_per_sweep_beside_the_seed_at_the_steps_run() {
+        let sweeps = sweeps();
+        let shutdown = chart(Measure::Shutdown, &sweeps);
+        assert_eq!(shutdown.title, "seed 003: controlled shutdown");
+        let names: Vec<&str> = shutdown.series.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "strom, broker.session.timeout.ms=6000",
+                "strom, broker.session.timeout.ms=9000",
+                "Kafka 1.0 (seed 003, ZooKeeper session 6 s)",
+                "Kafka 1.1 (seed 003, ZooKeeper session 6 s)",
+            ]
+        );
+        assert_eq!(shutdown.series[1].points, [(60.0, 0.7), (960.0, 0.7)]);
+        assert!(!shutdown.series[1].reference && shutdown.series[2].reference);
+        // The seed's own per-broker counts, at the two steps run only.
+        assert_eq!(shutdown.series[2].points, [(40.0, 4.0), (1000.0, 22.0)]);
+        // The seed timed kill -9 handling up to 12 topics.
+        let kill9 = chart(Measure::Kill9, &sweeps);
+        assert_eq!(kill9.series[3].points, [(40.0, 5.0)]);
+    }
+
+    #[test]
+    fn a_row_per_step_and_measure_beside_the_seed() {
+        let sweeps = sweeps();
+        let rows = rows(&sweeps[0]);
+        assert_eq!(rows.len(), 2 * MEASURES.len());
+        let kill9 = &rows[7];
+        assert_eq!(
+            kill9.experiment,
+            "16 x 100 partitions, 960 replicas/broker, session 6000 ms"
+        );
+        assert_eq!(kill9.metric, "kill -9 handling, s (seed: Kafka 1.0 / 1.1)");
+        assert_eq!(
+            (kill9.strom.as_str(), kill9.seed.as_str()),
+            ("0.50", "- / -")
+        );
+        assert_eq!(rows[0].seed, "5 / 5");
+    }
 }

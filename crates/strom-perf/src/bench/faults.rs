@@ -9,7 +9,9 @@
 //! changed (each is at the offset it was acknowledged at), none duplicated, each
 //! partition in the order it was produced, and no two records at one offset.
 //!
-//! The test suite runs a few faults; this command runs as many as asked.
+//! The test suite runs a few faults; this command runs as many as asked, and writes what
+//! it found to its reports (`--json`, `--html`; the page charts each fault's recovery),
+//! whether the promise held or not.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -25,14 +27,22 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use serde::Serialize;
 
+use super::args::ReportFiles;
+use super::{figure, median_max};
 use crate::kafka_rpc;
 use crate::local_cluster::{ClusterSpec, LocalCluster, NodeInfo};
+use crate::report::{Chart, ChartSeries, ClusterShape, ComparisonRow, Report};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
+/// Combined nodes of the cluster, and the topic's replication factor: each partition on
+/// every node.
+const NODES: usize = 3;
+const REPLICATION: i16 = 3;
 
 /// The faults the nemesis injects, in turn.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Fault {
     /// kill -9 of a partition's leader, restarted after the controller fenced it.
     KillLeader,
@@ -111,24 +121,31 @@ impl FaultReport {
         self.lost.is_empty() && self.duplicated.is_empty() && self.reordered.is_empty()
     }
 
+    /// Each kind of fault injected, with the seconds from each injection until every ISR
+    /// was whole again, in the order injected.
+    fn recoveries(&self) -> Vec<(Fault, Vec<f64>)> {
+        WITH_NETWORK
+            .into_iter()
+            .map(|kind| {
+                let took: Vec<f64> = self
+                    .faults
+                    .iter()
+                    .filter(|f| f.0 == kind)
+                    .map(|f| f.2.as_secs_f64())
+                    .collect();
+                (kind, took)
+            })
+            .filter(|(_, took)| !took.is_empty())
+            .collect()
+    }
+
     pub fn print(&self) {
-        for kind in WITH_NETWORK {
-            let mut took: Vec<f64> = self
-                .faults
-                .iter()
-                .filter(|f| f.0 == kind)
-                .map(|f| f.2.as_secs_f64())
-                .collect();
-            if took.is_empty() {
-                continue;
-            }
-            took.sort_by(f64::total_cmp);
+        for (kind, took) in self.recoveries() {
+            let (median, max) = median_max(&took);
             println!(
-                "{:<16} {:>4} times   fault → every ISR whole again: median {:.1} s, max {:.1} s",
+                "{:<16} {:>4} times   fault → every ISR whole again: median {median:.1} s, max {max:.1} s",
                 format!("{kind:?}"),
                 took.len(),
-                took[took.len() / 2],
-                took[took.len() - 1]
             );
         }
         println!(
@@ -147,6 +164,93 @@ impl FaultReport {
         );
         for (i, p, o) in self.lost.iter().take(10) {
             println!("  lost: record {i} acknowledged at {p}/{o}");
+        }
+    }
+
+    /// Every fault and every count, for the JSON report.
+    fn figures(&self) -> serde_json::Value {
+        let faults: Vec<_> = self
+            .faults
+            .iter()
+            .map(|(fault, broker, took)| {
+                serde_json::json!({
+                    "fault": fault,
+                    "broker": broker,
+                    "isr_whole_again_s": took.as_secs_f64(),
+                })
+            })
+            .collect();
+        let lost: Vec<_> = self
+            .lost
+            .iter()
+            .map(|(record, partition, offset)| {
+                serde_json::json!({ "record": record, "partition": partition, "offset": offset })
+            })
+            .collect();
+        serde_json::json!({
+            "holds": self.holds(),
+            "faults": faults,
+            "sent": self.sent,
+            "acknowledged": self.acknowledged,
+            "failed": self.failed,
+            "read": self.read,
+            "lost": lost,
+            "duplicated": self.duplicated,
+            "reordered_partitions": self.reordered,
+        })
+    }
+
+    /// What [`Self::print`] prints, as the reports' rows.
+    fn rows(&self) -> Vec<ComparisonRow> {
+        let seconds = |v: f64| format!("{v:.1} s");
+        let count = |v: f64| format!("{v:.0}");
+        let mut rows = Vec::new();
+        for (kind, took) in self.recoveries() {
+            let (median, max) = median_max(&took);
+            let name = format!("{kind:?}");
+            let metric = "fault → every ISR whole again";
+            rows.extend([
+                figure(&name, "times", took.len() as f64, None, count),
+                figure(&name, &format!("{metric}, median"), median, None, seconds),
+                figure(&name, &format!("{metric}, max"), max, None, seconds),
+            ]);
+        }
+        for (metric, value) in [
+            ("sent", self.sent),
+            ("acknowledged", self.acknowledged),
+            ("failed", self.failed.values().sum()),
+            ("read back", self.read),
+            ("acknowledged, lost or changed", self.lost.len()),
+            ("duplicated", self.duplicated.len()),
+            ("partitions out of order", self.reordered.len()),
+        ] {
+            rows.push(figure("records", metric, value as f64, None, count));
+        }
+        rows
+    }
+
+    /// Each fault's recovery, a series per kind of fault, in the order injected.
+    fn chart(&self) -> Chart {
+        let series = WITH_NETWORK
+            .into_iter()
+            .map(|kind| ChartSeries {
+                name: format!("{kind:?}"),
+                reference: false,
+                points: (1..)
+                    .map(f64::from)
+                    .zip(&self.faults)
+                    .filter(|(_, f)| f.0 == kind)
+                    .map(|(n, f)| (n, f.2.as_secs_f64()))
+                    .collect(),
+            })
+            .filter(|s| !s.points.is_empty())
+            .collect();
+        Chart {
+            title: "Fault → every ISR whole again".to_string(),
+            x_label: "fault".to_string(),
+            y_label: "seconds".to_string(),
+            log_y: false,
+            series,
         }
     }
 }
@@ -302,7 +406,7 @@ pub fn run_faults(binary: &Path, run: &FaultRun) -> Result<FaultReport> {
     ];
     extra.extend(run.extra.iter().cloned());
     let spec = ClusterSpec {
-        brokers: 3,
+        brokers: NODES,
         controllers: 0,
         extra,
         isolated: run.network,
@@ -324,7 +428,7 @@ pub fn run_faults(binary: &Path, run: &FaultRun) -> Result<FaultReport> {
         ])
         .args([
             "--replication-factor",
-            "3",
+            &REPLICATION.to_string(),
             "--config",
             "min.insync.replicas=2",
         ])
@@ -504,7 +608,7 @@ fn check(
     report.reordered = reordered.into_iter().collect();
 }
 
-#[derive(Parser, Debug)]
+#[derive(Parser, Debug, Serialize)]
 #[command(
     name = "strom bench faults",
     about = "Acknowledged records under kill -9, SIGTERM and SIGSTOP of leaders, followers and the controller"
@@ -530,19 +634,22 @@ struct Args {
     /// Extra settings for every node, `key=value` (repeatable).
     #[arg(long = "override")]
     overrides: Vec<String>,
+    #[command(flatten)]
+    #[serde(skip)]
+    reports: ReportFiles,
 }
 
 pub fn main(argv: &[String]) -> ExitCode {
     super::clap_command::<Args>("strom bench faults", argv, cli)
 }
 
-fn cli(args: &Args) -> Result<()> {
+fn cli(args: &Args, argv: &[String]) -> Result<()> {
     if args.acks != "all" && args.acks != "1" {
         bail!("--acks must be all or 1");
     }
     let binary = std::env::current_exe()?;
     eprintln!(
-        "strom bench faults: 3 combined nodes, RF 3, min.insync.replicas 2, acks={}, {} faults...",
+        "strom bench faults: {NODES} combined nodes, RF {REPLICATION}, min.insync.replicas 2, acks={}, {} faults...",
         args.acks, args.faults
     );
     let started = Instant::now();
@@ -559,8 +666,89 @@ fn cli(args: &Args) -> Result<()> {
     )?;
     report.print();
     println!("took {:.0} s", started.elapsed().as_secs_f64());
+    let mut cluster = ClusterShape::combined(
+        NODES,
+        REPLICATION,
+        format!("{} (min.insync.replicas 2)", args.partitions),
+    );
+    cluster.links = args.network.then(|| {
+        "each node in its own network namespace, cut off as one of the faults".to_string()
+    });
+    let mut written = Report::for_cluster("bench faults", argv, args, cluster)?;
+    written.figures = report.figures();
+    written.comparison = report.rows();
+    written.charts.push(report.chart());
+    args.reports.write("faults", &written)?;
     if !report.holds() {
         bail!("the replication promise did not hold");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn found() -> FaultReport {
+        let took = |ms| Duration::from_millis(ms);
+        FaultReport {
+            faults: vec![
+                (Fault::KillLeader, 1, took(4000)),
+                (Fault::PauseLeader, 2, took(3000)),
+                (Fault::KillLeader, 3, took(6000)),
+                (Fault::KillLeader, 1, took(5000)),
+            ],
+            sent: 100,
+            acknowledged: 98,
+            read: 98,
+            lost: vec![(7, 0, 3)],
+            failed: BTreeMap::from([("timed out".to_string(), 2)]),
+            ..FaultReport::default()
+        }
+    }
+
+    #[test]
+    fn rows_give_each_kinds_recovery_and_every_count() {
+        let rows = found().rows();
+        let figure = |experiment: &str, metric: &str| {
+            rows.iter()
+                .find(|r| r.experiment == experiment && r.metric == metric)
+                .map(|r| r.strom.clone())
+                .unwrap_or_else(|| panic!("no {experiment} / {metric} in {rows:?}"))
+        };
+        assert_eq!(figure("KillLeader", "times"), "3");
+        assert_eq!(
+            figure("KillLeader", "fault → every ISR whole again, median"),
+            "5.0 s"
+        );
+        assert_eq!(
+            figure("KillLeader", "fault → every ISR whole again, max"),
+            "6.0 s"
+        );
+        assert_eq!(figure("PauseLeader", "times"), "1");
+        assert!(!rows.iter().any(|r| r.experiment == "KillFollower"));
+        assert_eq!(figure("records", "failed"), "2");
+        assert_eq!(figure("records", "acknowledged, lost or changed"), "1");
+    }
+
+    #[test]
+    fn charts_each_recovery_at_its_place_in_the_run() {
+        let chart = found().chart();
+        let series: Vec<(&str, &[(f64, f64)])> = chart
+            .series
+            .iter()
+            .map(|s| (s.name.as_str(), s.points.as_slice()))
+            .collect();
+        assert_eq!(
+            series,
+            [
+                ("KillLeader", &[(1.0, 4.0), (3.0, 6.0), (4.0, 5.0)][..]),
+                ("PauseLeader", &[(2.0, 3.0)][..]),
+            ]
+        );
+        let figures = found().figures();
+        assert_eq!(figures["holds"], false);
+        assert_eq!(figures["faults"][1]["fault"], "PauseLeader");
+        assert_eq!(figures["lost"][0]["offset"], 3);
+    }
 }

@@ -75,12 +75,21 @@ fn poll(
     Ok(())
 }
 
+/// The median and the max of `values` (not empty): the benches that repeat a measurement
+/// report it so, never as a best run.
+fn median_max(values: &[f64]) -> (f64, f64) {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    (sorted[sorted.len() / 2], sorted[sorted.len() - 1])
+}
+
 /// Parses `argv` for the bench command `name`, whose flags clap defines (`A`), and runs
-/// it; clap prints help and usage errors itself.
+/// it; `run` gets the flags as given too, for the report's command line. clap prints
+/// help and usage errors itself.
 fn clap_command<A: clap::Parser>(
     name: &str,
     argv: &[String],
-    run: fn(&A) -> Result<()>,
+    run: impl Fn(&A, &[String]) -> Result<()>,
 ) -> ExitCode {
     let args =
         match A::try_parse_from(std::iter::once(name.to_string()).chain(argv.iter().cloned())) {
@@ -94,7 +103,7 @@ fn clap_command<A: clap::Parser>(
                 };
             }
         };
-    match run(&args) {
+    match run(&args, argv) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("{name}: {e:#}");
@@ -394,8 +403,13 @@ fn finish(report: &Report, args: &BenchArgs, unit: &str, started: Instant) -> Re
             .unwrap_or("an embedded strom broker"),
         started.elapsed().as_secs_f64()
     );
-    report.write(Some(&args.json), Some(&args.html))?;
-    println!("Reports: {} and {}", args.json, args.html);
+    write_reports(report, &args.json, &args.html)
+}
+
+/// Writes both reports and says where they are, as the last line of a bench.
+fn write_reports(report: &Report, json: &str, html: &str) -> Result<()> {
+    report.write(Some(json), Some(html))?;
+    println!("Reports: {json} and {html}");
     Ok(())
 }
 

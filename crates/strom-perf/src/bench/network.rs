@@ -9,18 +9,23 @@
 //! the link-bound limit N·B/RF (every record crosses one broker's inbound link as a
 //! produce and, for each further replica, another broker's as a follower fetch), before
 //! protocol overhead. Network namespaces need root: without it this says so and fails.
+//!
+//! The reports (`--json`, `--html`) hold each run, the comparison rows (the figures as
+//! numbers, so the page charts strom's MiB/s beside the seed's) and the link-bound limit.
 
 use std::process::ExitCode;
 
 use anyhow::{bail, Result};
 use clap::Parser;
+use serde::Serialize;
 
+use super::args::ReportFiles;
 use super::table::{self, thousands};
-use super::{consumer_args, failed, producer_args, row};
+use super::{consumer_args, failed, figure, producer_args, row};
 use crate::consumer_perf_test;
 use crate::local_cluster::{ClusterSpec, LocalCluster};
 use crate::producer_perf_test;
-use crate::report::ComparisonRow;
+use crate::report::{ClusterShape, Report};
 use crate::topics;
 
 /// Brokers and replication factor of seed 001.
@@ -41,7 +46,7 @@ struct ProducerRun {
     seed_mb: Option<f64>,
 }
 
-#[derive(Parser, Debug)]
+#[derive(Parser, Debug, Serialize)]
 #[command(
     name = "strom bench network",
     about = "Seed 001: three brokers on 100 Mbit/s links, RF 2, producer and consumer runs"
@@ -57,13 +62,16 @@ struct Args {
     /// The `linger.ms` values of the sweep.
     #[arg(long, value_delimiter = ',', default_value = "0,5,20,100")]
     linger_ms: Vec<u32>,
+    #[command(flatten)]
+    #[serde(skip)]
+    reports: ReportFiles,
 }
 
 pub fn main(argv: &[String]) -> ExitCode {
     super::clap_command::<Args>("strom bench network", argv, run)
 }
 
-fn run(args: &Args) -> Result<()> {
+fn run(args: &Args, argv: &[String]) -> Result<()> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         bail!(
@@ -95,8 +103,18 @@ fn run(args: &Args) -> Result<()> {
     let limit_mb = BROKERS as f64 * f64::from(args.link_mbit) / 8.0 * 1e6
         / (1024.0 * 1024.0)
         / f64::from(REPLICATION);
-
-    let mut rows: Vec<ComparisonRow> = Vec::new();
+    let limit = format!(
+        "{BROKERS} brokers x {} Mbit/s / RF {REPLICATION} = {limit_mb:.2} MiB/s",
+        args.link_mbit
+    );
+    let mut cluster = ClusterShape::combined(BROKERS, REPLICATION as i16, PARTITIONS.to_string());
+    cluster.links = Some(format!(
+        "each node in its own network namespace, its link capped at {} Mbit/s each way (tc tbf); link-bound producer limit {limit}",
+        args.link_mbit
+    ));
+    let mut report = Report::for_cluster("bench network", argv, args, cluster)?;
+    report.figures = serde_json::json!({ "link_limit_mib_per_sec": limit_mb });
+    let rows = &mut report.comparison;
     let mut producer_runs = vec![
         ProducerRun {
             name: "producer, default settings".into(),
@@ -129,17 +147,15 @@ fn run(args: &Args) -> Result<()> {
         match producer_perf_test::run::run(&producer, &bootstrap, Box::new(std::io::sink())) {
             Ok(result) => {
                 let t = &result.totals;
-                rows.push(row(
-                    &name,
-                    "MB/s (MiB)",
-                    format!("{:.2}", t.mib_per_sec()),
-                    seed_mb.map(|v| format!("{v:.2}")),
-                ));
-                rows.push(row(
+                rows.push(figure(&name, "MB/s (MiB)", t.mib_per_sec(), seed_mb, |v| {
+                    format!("{v:.2}")
+                }));
+                rows.push(figure(
                     &name,
                     "records/s",
-                    thousands(t.records_per_sec()),
+                    t.records_per_sec(),
                     None,
+                    thousands,
                 ));
                 rows.push(row(
                     &name,
@@ -153,6 +169,9 @@ fn run(args: &Args) -> Result<()> {
                     format!("{:.1} ms", t.avg_latency_ms()),
                     None,
                 ));
+                report
+                    .runs
+                    .push(producer_perf_test::run_report(&name, &producer, &result));
             }
             Err(e) => rows.push(failed(&name, &e)),
         }
@@ -169,26 +188,30 @@ fn run(args: &Args) -> Result<()> {
         match consumer_perf_test::run::run(&consumer, &bootstrap, &mut std::io::sink()) {
             Ok(result) => {
                 let s = &result.summary;
-                rows.push(row(
+                rows.push(figure(
                     &name,
                     "MB/s (MiB)",
-                    format!("{:.2}", s.mib() / s.elapsed_sec()),
-                    Some(format!("{seed_mb:.2}")),
+                    s.mib() / s.elapsed_sec(),
+                    Some(seed_mb),
+                    |v| format!("{v:.2}"),
                 ));
-                rows.push(row(
+                rows.push(figure(
                     &name,
                     "msg/s",
-                    thousands(s.messages as f64 / s.elapsed_sec()),
+                    s.messages as f64 / s.elapsed_sec(),
                     None,
+                    thousands,
                 ));
+                report
+                    .runs
+                    .push(consumer_perf_test::run_report(&name, &consumer, &result));
             }
             Err(e) => rows.push(failed(&name, &e)),
         }
     }
-    println!("{}", table::render(&rows));
+    println!("{}", table::render(&report.comparison));
     println!(
-        "\nLink-bound limit for producers: {BROKERS} brokers x {} Mbit/s / RF {REPLICATION} = {limit_mb:.2} MiB/s before protocol overhead. Seed figures: docs/seeds.md (001).",
-        args.link_mbit
+        "\nLink-bound limit for producers: {limit} before protocol overhead. Seed figures: docs/seeds.md (001)."
     );
-    Ok(())
+    args.reports.write("network", &report)
 }

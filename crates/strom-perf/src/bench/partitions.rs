@@ -61,7 +61,7 @@ struct Args {
 }
 
 pub fn main(argv: &[String]) -> ExitCode {
-    super::clap_command::<Args>("strom bench partitions", argv, run)
+    super::clap_command::<Args>("strom bench partitions", argv, |args, _| run(args))
 }
 
 /// One run's figures.

@@ -10,6 +10,8 @@
 //! Each is repeated (`--rounds`, default 10) and reported as median and max, with every
 //! value, never as a best run. The client polls; its own cost is one Metadata or
 //! DescribeQuorum round trip per millisecond at most.
+//!
+//! The reports (`--json`, `--html`) hold every value, and the page charts them per round.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -19,13 +21,17 @@ use clap::Parser;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::{ApiKey, CreateTopicsRequest, CreateTopicsResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
+use serde::Serialize;
 
+use super::args::ReportFiles;
+use super::figure;
 use crate::kafka_rpc;
 use crate::local_cluster::{ClusterSpec, LocalCluster};
+use crate::report::{Chart, ChartSeries, ClusterShape, ComparisonRow, Report};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
-#[derive(Parser, Debug)]
+#[derive(Parser, Debug, Serialize)]
 #[command(
     name = "strom bench quorum",
     about = "Metadata propagation and controller failover of a local cluster"
@@ -43,7 +49,26 @@ struct Args {
     /// Extra settings for every node, `key=value` (repeatable).
     #[arg(long = "override")]
     overrides: Vec<String>,
+    #[command(flatten)]
+    #[serde(skip)]
+    reports: ReportFiles,
 }
+
+impl Args {
+    /// The value `--override KEY=VALUE` gives `key`, if any.
+    fn overridden(&self, key: &str) -> Option<&str> {
+        self.overrides
+            .iter()
+            .find_map(|o| o.strip_prefix(key)?.strip_prefix('='))
+    }
+}
+
+/// What each round measures, as printed.
+const MEASUREMENTS: [&str; 3] = [
+    "CreateTopics -> Metadata of every broker",
+    "kill -9 of the active controller -> elected",
+    "kill -9 of the active controller -> write",
+];
 
 pub fn main(argv: &[String]) -> ExitCode {
     super::clap_command::<Args>("strom bench quorum", argv, run)
@@ -73,18 +98,25 @@ fn visible(addr: &str, topic: &str, partitions: i32) -> bool {
     })
 }
 
-fn summary(name: &str, values: &mut [f64]) {
-    values.sort_by(f64::total_cmp);
-    let median = values[values.len() / 2];
-    let max = values[values.len() - 1];
-    let all: Vec<String> = values.iter().map(|v| format!("{v:.1}")).collect();
+/// Prints a measurement's median, max and every value (sorted), in ms, and returns its
+/// rows for the reports.
+fn summary(name: &str, values: &[f64]) -> [ComparisonRow; 2] {
+    let (median, max) = super::median_max(values);
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let all: Vec<String> = sorted.iter().map(|v| format!("{v:.1}")).collect();
     println!(
         "{name:<40} median {median:>8.1} ms   max {max:>8.1} ms   ({})",
         all.join(", ")
     );
+    let ms = |v: f64| format!("{v:.1} ms");
+    [
+        figure(name, "median", median, None, ms),
+        figure(name, "max", max, None, ms),
+    ]
 }
 
-fn run(args: &Args) -> Result<()> {
+fn run(args: &Args, argv: &[String]) -> Result<()> {
     let spec = ClusterSpec {
         brokers: args.nodes,
         controllers: 0,
@@ -155,17 +187,53 @@ fn run(args: &Args) -> Result<()> {
         cluster.wait_until_ready(TIMEOUT)?;
     }
 
+    drop(cluster);
+
     println!(
         "strom bench quorum: {} combined nodes, {} rounds, controller.quorum.election.timeout.ms {}",
         args.nodes,
         args.rounds,
-        args.overrides
-            .iter()
-            .find_map(|o| o.strip_prefix("controller.quorum.election.timeout.ms="))
+        args.overridden("controller.quorum.election.timeout.ms")
             .unwrap_or("1000 (default)")
     );
-    summary("CreateTopics -> Metadata of every broker", &mut propagation);
-    summary("kill -9 of the active controller -> elected", &mut elected);
-    summary("kill -9 of the active controller -> write", &mut failover);
-    Ok(())
+    let timings = [propagation, elected, failover];
+    // The topics take the brokers' default.replication.factor, 1 unless overridden.
+    let replication_factor = args
+        .overridden("default.replication.factor")
+        .and_then(|rf| rf.parse().ok())
+        .unwrap_or(1);
+    let cluster = ClusterShape::combined(
+        args.nodes,
+        replication_factor,
+        format!("{} per topic created", args.partitions),
+    );
+    let mut report = Report::for_cluster("bench quorum", argv, args, cluster)?;
+    report.figures = serde_json::json!({
+        "ms_per_round": MEASUREMENTS
+            .iter()
+            .zip(&timings)
+            .map(|(name, values)| serde_json::json!({ "measurement": name, "ms": values }))
+            .collect::<Vec<_>>()
+    });
+    report.comparison = MEASUREMENTS
+        .iter()
+        .zip(&timings)
+        .flat_map(|(name, values)| summary(name, values))
+        .collect();
+    report.charts.push(Chart {
+        title: "Each round: propagation and failover".to_string(),
+        x_label: "round".to_string(),
+        y_label: "ms, log scale".to_string(),
+        log_y: true,
+        series: MEASUREMENTS
+            .iter()
+            .zip(&timings)
+            .map(|(name, values)| ChartSeries {
+                name: name.to_string(),
+                reference: false,
+                points: (1..).map(f64::from).zip(values.iter().copied()).collect(),
+            })
+            .collect(),
+    });
+    args.reports.write("quorum", &report)
 }
