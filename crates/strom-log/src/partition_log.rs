@@ -16,7 +16,7 @@ use bytes::Bytes;
 use strom_wire::batch::verify_crc;
 use strom_wire::{RecordBatchHeader, RecordBatches};
 
-use crate::checkpoint::PartitionCheckpoint;
+use crate::checkpoint::{CheckpointFile, PartitionCheckpoint};
 use crate::file_cache::FileCache;
 use crate::leader_epoch_cache::{EpochEntry, LeaderEpochCache};
 use crate::producer_state::SequenceCheck;
@@ -56,6 +56,8 @@ pub struct PartitionLog {
     recovery_point: i64,
     /// The recovery point the checkpoint file holds, so an unchanged one is not rewritten.
     checkpointed_recovery_point: i64,
+    /// Where the next checkpoint write goes (its slot and sequence).
+    checkpoint_file: CheckpointFile,
     producer_state: ProducerStateManager,
     /// The offset of the producer snapshot on disk that reflects `producer_state`, so a
     /// close with nothing appended since writes no snapshot.
@@ -114,10 +116,13 @@ impl PartitionLog {
                 found.push(base);
             }
         }
-        let stored_checkpoint = if bases.is_empty() {
-            None
+        let (stored_checkpoint, checkpoint_file) = if bases.is_empty() {
+            (None, CheckpointFile::default())
         } else {
-            PartitionCheckpoint::read(dir)?
+            match PartitionCheckpoint::read_with_file(dir)? {
+                Some((checkpoint, file)) => (Some(checkpoint), file),
+                None => (None, CheckpointFile::default()),
+            }
         };
         let checkpoint = stored_checkpoint.unwrap_or_default();
         bases.sort_unstable();
@@ -165,6 +170,7 @@ impl PartitionLog {
             log_start_offset: checkpoint.log_start_offset.max(first_base),
             recovery_point: 0,
             checkpointed_recovery_point: checkpoint.recovery_point,
+            checkpoint_file,
             producer_state: ProducerStateManager::default(),
             snapshot_offset: None,
             snapshots,
@@ -914,7 +920,7 @@ impl PartitionLog {
             recovery_point: self.recovery_point,
             log_start_offset: self.log_start_offset,
         }
-        .write(&self.dir, sync)?;
+        .write(&self.dir, &mut self.checkpoint_file, sync)?;
         self.checkpointed_recovery_point = self.recovery_point;
         Ok(())
     }
