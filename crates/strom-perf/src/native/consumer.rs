@@ -481,6 +481,10 @@ impl ConsumerState {
         let mut by_node: HashMap<i32, Vec<i32>> = HashMap::new();
         for &p in &self.assigned {
             let leader = self.leaders[p as usize].leader;
+            if leader < 0 {
+                // Looked up again on the next poll, until the partition has a leader.
+                self.metadata_stale = true;
+            }
             if leader >= 0 && self.fetch_at.contains_key(&p) && !self.in_flight.contains(&leader) {
                 by_node.entry(leader).or_default().push(p);
             }

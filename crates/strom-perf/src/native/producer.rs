@@ -257,7 +257,18 @@ impl<H: DeliveryHandler> NativeProducer<H> {
             .filter(|p| !p.ready.is_empty() && p.retry_at_ns > now)
             .map(|p| p.retry_at_ns)
             .min();
-        let wake = [until_ns, self.linger_deadline_ns, retry_at]
+        // Batches waiting for a partition that has no leader (or metadata that could not
+        // be read) need the metadata again after a backoff, answer or not.
+        let leaderless = self
+            .partitions
+            .iter()
+            .zip(&self.leaders)
+            .any(|(q, l)| !q.ready.is_empty() && l.leader < 0);
+        let refresh_at = (leaderless || self.metadata_stale).then(|| {
+            self.metadata_stale = true;
+            now + self.config.retry_backoff.as_nanos() as u64
+        });
+        let wake = [until_ns, self.linger_deadline_ns, retry_at, refresh_at]
             .into_iter()
             .flatten()
             .min();
@@ -353,6 +364,7 @@ impl<H: DeliveryHandler> NativeProducer<H> {
         if self.metadata_stale {
             self.refresh_leaders().await?;
         }
+        self.expire_leaderless()?;
         loop {
             let now = clock::now_ns();
             let mut by_node: HashMap<i32, Vec<SealedBatch>> = HashMap::new();
@@ -386,6 +398,38 @@ impl<H: DeliveryHandler> NativeProducer<H> {
                 self.send_request(node, batches).await?;
             }
         }
+    }
+
+    /// Fails the batches of partitions without a leader that have waited longer than
+    /// `delivery.timeout.ms`, as Kafka's accumulator expires them.
+    fn expire_leaderless(&mut self) -> Result<()> {
+        let now = clock::now_ns();
+        let timeout = self.config.delivery_timeout.as_nanos() as u64;
+        for partition in 0..self.partitions.len() {
+            if self.leaders[partition].leader >= 0 {
+                continue;
+            }
+            while let Some(batch) = self.partitions[partition]
+                .ready
+                .front()
+                .filter(|b| now.saturating_sub(b.created_ns) > timeout)
+            {
+                let reason = format!(
+                    "Expiring {} record(s) for {}-{partition}: no leader within delivery.timeout.ms",
+                    batch.tags.len(),
+                    self.topic.as_str()
+                );
+                if self.config.idempotence {
+                    bail!("the idempotent producer cannot deliver a batch: {reason}");
+                }
+                let batch = self.partitions[partition]
+                    .ready
+                    .pop_front()
+                    .expect("a front batch");
+                self.finish(batch, now, Err(&reason));
+            }
+        }
+        Ok(())
     }
 
     /// Writes one Produce request to `node`; its answer arrives as a [`Completion`].
