@@ -11,6 +11,7 @@ mod common;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -230,6 +231,51 @@ fn native_end_to_end_latency_reads_back_every_record() {
     ]));
     assert!(stdout.contains("Avg latency: "), "{stdout}");
     assert!(stdout.contains("Percentiles: 50th = "), "{stdout}");
+}
+
+#[test]
+fn a_native_producer_whose_broker_dies_ends_at_the_delivery_timeout() {
+    let mut broker = StromBroker::start(&[]);
+    let bootstrap = broker.bootstrap();
+    create_topic(&bootstrap, "orphaned", 1);
+    let child = Command::new(env!("CARGO_BIN_EXE_strom"))
+        .args([
+            "producer-perf-test",
+            "--bootstrap-server",
+            &bootstrap,
+            "--topic",
+            "orphaned",
+            "--num-records",
+            "5000",
+            "--record-size",
+            "10",
+            "--throughput",
+            "1000",
+            "--client",
+            "native",
+            "--producer-props",
+            "acks=1",
+            "delivery.timeout.ms=2000",
+            "request.timeout.ms=1000",
+            "retry.backoff.ms=50",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Some records are acknowledged before the broker goes.
+    assert!(common::wait_until(
+        Duration::from_secs(30),
+        || records_in_log(&bootstrap, "orphaned", 1) > 0
+    ));
+    broker.kill9();
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let last = stdout.lines().last().unwrap_or_default();
+    let sent: u64 = last.split(' ').next().unwrap().parse().unwrap();
+    assert!(sent > 0 && sent < 5_000, "{last}");
+    assert!(stderr.contains("delivery failed"), "{stderr}");
 }
 
 /// How the proxy alters the broker's answers.
