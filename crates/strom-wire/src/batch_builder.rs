@@ -231,13 +231,7 @@ mod tests {
 
     #[test]
     fn the_protocol_crate_reads_every_codec_back() {
-        for codec in [
-            Codec::None,
-            Codec::Gzip,
-            Codec::Snappy,
-            Codec::Lz4,
-            Codec::Zstd,
-        ] {
+        for codec in Codec::ALL {
             let mut builder = BatchBuilder::new(Vec::with_capacity(1024), 1_000);
             builder.append(1_000, Some(b"k0"), Some(b"value-0"), &[]);
             builder.append(1_007, None, Some(&[7u8; 300]), &[(b"h", Some(b"v"))]);

@@ -21,6 +21,15 @@ pub enum Codec {
 }
 
 impl Codec {
+    /// Every codec, in id order.
+    pub const ALL: [Codec; 5] = [
+        Codec::None,
+        Codec::Gzip,
+        Codec::Snappy,
+        Codec::Lz4,
+        Codec::Zstd,
+    ];
+
     /// The codec of a batch's attributes; `None` for the unused ids 5–7.
     pub fn from_attributes(attributes: i16) -> Option<Self> {
         Some(match attributes & 0x07 {
@@ -178,13 +187,7 @@ mod tests {
         let data: Vec<u8> = (0..100_000u32)
             .flat_map(|i| (i % 251).to_be_bytes())
             .collect();
-        for codec in [
-            Codec::None,
-            Codec::Gzip,
-            Codec::Snappy,
-            Codec::Lz4,
-            Codec::Zstd,
-        ] {
+        for codec in Codec::ALL {
             let level = if codec == Codec::Lz4 { 9 } else { 3 };
             let packed = compress(codec, level, &data).unwrap();
             assert_eq!(

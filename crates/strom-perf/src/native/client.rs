@@ -83,20 +83,15 @@ impl NativeClient {
         if let Some(connection) = connections.get(&id).filter(|c| !c.is_closed()) {
             return Ok(Arc::clone(connection));
         }
-        let address = self
-            .brokers
-            .lock()
-            .get(&id)
-            .cloned()
-            .ok_or_else(|| anyhow!("broker {id} is not in the cluster's metadata"))?;
-        let connection = Connection::connect(&address, &self.client_id).await?;
+        let connection = self.dedicated_connection(id).await?;
         connections.insert(id, Arc::clone(&connection));
         Ok(connection)
     }
 
-    /// A connection of its own to broker `id`, outside the shared ones: a group member
-    /// talks to its coordinator on it, so a commit or heartbeat never waits behind a
-    /// Fetch the broker holds for `fetch.max.wait.ms` (Kafka's consumer does the same).
+    /// A new connection to broker `id`, not shared until [`Self::connection`] keeps it: a
+    /// group member talks to its coordinator on one of its own, so a commit or heartbeat
+    /// never waits behind a Fetch the broker holds for `fetch.max.wait.ms` (Kafka's
+    /// consumer does the same).
     pub async fn dedicated_connection(&self, id: i32) -> Result<Arc<Connection>> {
         let address = self
             .brokers

@@ -33,6 +33,9 @@ pub enum CallError {
     /// The connection closed or went silent: the request may be retried, on a new
     /// connection, possibly to another broker.
     Closed(String),
+    /// No answer within the request's timeout; the connection was given up, and the
+    /// request may be retried like a closed one (Kafka's REQUEST_TIMED_OUT).
+    TimedOut(String),
     /// The broker broke the protocol (a frame that does not decode, an answer to no
     /// request, a wrong correlation id): nothing it says can be trusted, and the run
     /// ends with this message rather than retrying into the same answer.
@@ -42,7 +45,9 @@ pub enum CallError {
 impl std::fmt::Display for CallError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Closed(reason) | Self::Violation(reason) => f.write_str(reason),
+            Self::Closed(reason) | Self::TimedOut(reason) | Self::Violation(reason) => {
+                f.write_str(reason)
+            }
         }
     }
 }
@@ -156,12 +161,6 @@ impl Connection {
         ))
     }
 
-    /// Gives up on the connection (a request went unanswered past its timeout): the next
-    /// request opens a new one, as Kafka's clients disconnect on a request timeout.
-    pub fn abort(&self) {
-        self.closed.store(true, Ordering::Relaxed);
-    }
-
     /// Whether the broker closed the connection or broke the protocol.
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Relaxed)
@@ -173,15 +172,18 @@ impl Connection {
         R: Request + Encodable,
         R::Response: Decodable + HeaderVersion,
     {
-        Ok(self.send(version, body).await?.await?)
+        Ok(self.send(version, body, None).await?.await?)
     }
 
     /// Writes `body` at `version` and returns the future of its response, so that more
-    /// requests can be written before the first is answered.
+    /// requests can be written before the first is answered. A response that does not
+    /// come within `timeout` gives up on the connection, as Kafka's clients disconnect
+    /// on `request.timeout.ms`: the next request opens a new one.
     pub async fn send<R>(
         &self,
         version: i16,
         body: &R,
+        timeout: Option<std::time::Duration>,
     ) -> Result<impl std::future::Future<Output = Result<R::Response, CallError>>>
     where
         R: Request + Encodable,
@@ -190,10 +192,25 @@ impl Connection {
         let (correlation_id, rx) = self.write(version, body, true).await?;
         let rx = rx.expect("a response was asked for");
         let address = self.address.clone();
+        let closed = Arc::clone(&self.closed);
         Ok(async move {
-            let frame = rx.await.map_err(|_| {
-                CallError::Closed(format!("the connection to {address} was dropped"))
-            })??;
+            let answer = async {
+                rx.await.map_err(|_| {
+                    CallError::Closed(format!("the connection to {address} was dropped"))
+                })?
+            };
+            let frame = match timeout {
+                None => answer.await?,
+                Some(timeout) => match tokio::time::timeout(timeout, answer).await {
+                    Ok(frame) => frame?,
+                    Err(_) => {
+                        closed.store(true, Ordering::Relaxed);
+                        return Err(CallError::TimedOut(format!(
+                            "no answer from {address} within request.timeout.ms"
+                        )));
+                    }
+                },
+            };
             let (id, response) =
                 strom_wire::client::decode_response::<R>(version, frame).map_err(|e| {
                     let api = ApiKey::try_from(R::KEY)
@@ -308,11 +325,22 @@ async fn read_frame(read: &mut OwnedReadHalf, address: &str) -> Result<Bytes, Ca
             "{address} sent a response frame of {size} bytes"
         )));
     }
-    let mut frame = BytesMut::zeroed(size as usize);
-    read.read_exact(&mut frame).await.map_err(|e| {
+    // Read straight into spare capacity: a Fetch answer is up to `fetch.max.bytes`, and
+    // zero-filling a buffer about to be overwritten cost a memset of every answer.
+    let size = size as usize;
+    let mut frame = BytesMut::with_capacity(size);
+    let mut body = read.take(size as u64);
+    let closed = |e: String| {
         CallError::Closed(format!(
             "{address} closed the connection within a response ({e})"
         ))
-    })?;
+    };
+    while frame.len() < size {
+        match body.read_buf(&mut frame).await {
+            Ok(0) => return Err(closed("end of stream".to_string())),
+            Ok(_) => {}
+            Err(e) => return Err(closed(e.to_string())),
+        }
+    }
     Ok(frame.freeze())
 }

@@ -556,21 +556,12 @@ impl ConsumerState {
                     .with_partitions(forgotten)]
             });
         let asked: HashSet<i32> = wanted.keys().copied().collect();
-        match connection.send(version, &request).await {
+        let timeout = self.config.request_timeout + self.config.fetch_max_wait;
+        match connection.send(version, &request, Some(timeout)).await {
             Ok(answer) => {
                 self.in_flight.insert(node);
-                let timeout = self.config.request_timeout + self.config.fetch_max_wait;
                 tokio::spawn(async move {
-                    let response = match tokio::time::timeout(timeout, answer).await {
-                        Ok(answer) => answer,
-                        Err(_) => {
-                            connection.abort();
-                            Err(CallError::Closed(format!(
-                                "no Fetch answer from {} within request.timeout.ms",
-                                connection.address
-                            )))
-                        }
-                    };
+                    let response = answer.await;
                     let _ = tx.send(FetchDone {
                         node,
                         asked,
@@ -601,7 +592,7 @@ impl ConsumerState {
         let response = match done.response {
             Ok(response) => response,
             Err(CallError::Violation(reason)) => bail!("{reason}"),
-            Err(CallError::Closed(reason)) => {
+            Err(CallError::Closed(reason) | CallError::TimedOut(reason)) => {
                 self.connection_problem(done.node, &reason);
                 return Ok(());
             }

@@ -102,7 +102,6 @@ pub struct NativeProducer<H: DeliveryHandler> {
     partitioner: Partitioner,
     in_flight: HashMap<i32, usize>,
     producer: ProducerFields,
-    produce_version: HashMap<i32, i16>,
     completions_tx: mpsc::UnboundedSender<Completion>,
     completions: mpsc::UnboundedReceiver<Completion>,
     /// Bytes of sealed batches not yet acknowledged, bounded by `buffer.memory`.
@@ -147,7 +146,6 @@ impl<H: DeliveryHandler> NativeProducer<H> {
             topic: TopicName(StrBytes::from_string(topic.to_string())),
             in_flight: HashMap::new(),
             producer,
-            produce_version: HashMap::new(),
             completions_tx,
             completions,
             buffered: 0,
@@ -450,68 +448,38 @@ impl<H: DeliveryHandler> NativeProducer<H> {
                         .collect(),
                 )]);
         let tx = self.completions_tx.clone();
-        let connection = match self.client.connection(node).await {
-            Ok(connection) => connection,
-            Err(e) => {
-                let _ = tx.send(Completion {
-                    node,
-                    batches,
-                    ack_ns: clock::now_ns(),
-                    response: Err(CallError::Closed(format!("{e:#}"))),
-                });
-                return Ok(());
-            }
-        };
-        let version = match self.produce_version.get(&node) {
-            Some(&v) => v,
-            None => {
-                let v = connection.versions.pick(ApiKey::Produce, 3, 11)?;
-                self.produce_version.insert(node, v);
-                v
-            }
-        };
-        if self.config.acks == 0 {
-            let written = connection.send_without_response(version, &request).await;
+        // Every way the request ends is one Completion, sent from wherever it ends.
+        let complete = move |batches: Vec<SealedBatch>, response| {
             let _ = tx.send(Completion {
                 node,
                 batches,
                 ack_ns: clock::now_ns(),
-                response: written
-                    .map(|()| ProduceResponse::default())
-                    .map_err(|e| CallError::Closed(format!("{e:#}"))),
+                response,
             });
+        };
+        let closed = |e: anyhow::Error| CallError::Closed(format!("{e:#}"));
+        let connection = match self.client.connection(node).await {
+            Ok(connection) => connection,
+            Err(e) => {
+                complete(batches, Err(closed(e)));
+                return Ok(());
+            }
+        };
+        let version = connection.versions.pick(ApiKey::Produce, 3, 11)?;
+        if self.config.acks == 0 {
+            let written = connection.send_without_response(version, &request).await;
+            complete(
+                batches,
+                written.map(|()| ProduceResponse::default()).map_err(closed),
+            );
             return Ok(());
         }
-        let timeout = self.config.request_timeout;
-        match connection.send(version, &request).await {
+        let timeout = Some(self.config.request_timeout);
+        match connection.send(version, &request, timeout).await {
             Ok(answer) => {
-                tokio::spawn(async move {
-                    let response = match tokio::time::timeout(timeout, answer).await {
-                        Ok(answer) => answer,
-                        Err(_) => {
-                            connection.abort();
-                            Err(CallError::Closed(format!(
-                                "no answer from {} within request.timeout.ms",
-                                connection.address
-                            )))
-                        }
-                    };
-                    let _ = tx.send(Completion {
-                        node,
-                        batches,
-                        ack_ns: clock::now_ns(),
-                        response,
-                    });
-                });
+                tokio::spawn(async move { complete(batches, answer.await) });
             }
-            Err(e) => {
-                let _ = tx.send(Completion {
-                    node,
-                    batches,
-                    ack_ns: clock::now_ns(),
-                    response: Err(CallError::Closed(format!("{e:#}"))),
-                });
-            }
+            Err(e) => complete(batches, Err(closed(e))),
         }
         Ok(())
     }
@@ -526,14 +494,13 @@ impl<H: DeliveryHandler> NativeProducer<H> {
             Ok(response) if self.config.acks == 0 => vec![0; completion.batches.len()],
             Ok(response) => self.partition_codes(response, &completion.batches)?,
             Err(CallError::Violation(reason)) => bail!("{reason}"),
-            Err(CallError::Closed(reason)) => {
+            Err(failure @ (CallError::Closed(_) | CallError::TimedOut(_))) => {
                 if completion.batches.iter().all(|b| b.attempts == 0) {
-                    eprintln!("WARNING: native producer: {reason}; retrying");
+                    eprintln!("WARNING: native producer: {failure}; retrying");
                 }
-                let code = if reason.contains("request.timeout.ms") {
-                    REQUEST_TIMED_OUT
-                } else {
-                    NETWORK_EXCEPTION
+                let code = match failure {
+                    CallError::TimedOut(_) => REQUEST_TIMED_OUT,
+                    _ => NETWORK_EXCEPTION,
                 };
                 self.metadata_stale = true;
                 vec![code; completion.batches.len()]

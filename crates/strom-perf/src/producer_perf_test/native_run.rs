@@ -147,23 +147,13 @@ pub fn run(
         anyhow::Ok((Instant::now(), producer.handler))
     })?;
     progress.finish();
-    let end_ms = clock::ms(clock::ns_of(end));
-    let recorder = &mut handler.recorder;
-    let totals = recorder.stats.totals(end_ms);
-    recorder.print(&output::total_line(&totals, false));
-    let steady = recorder.steady.as_mut().map(|s| s.totals(end_ms));
-    if let Some(steady) = &steady {
-        recorder.print(&output::total_line(steady, true));
-    }
-    Ok(ProducerResult {
-        totals,
-        steady,
-        histogram: recorder.histogram.clone(),
-        series: recorder.series.points(end),
-        failures: recorder.failures,
+    Ok(super::run::finish(
+        &mut handler.recorder,
+        end,
+        &[],
         settings,
         throttled,
-    })
+    ))
 }
 
 /// The settings the native producer ran with, under Kafka's names, for the reports.

@@ -201,30 +201,52 @@ pub fn run(
     drop(topic);
     progress.finish();
 
-    let end_ms = clock::ms(clock::ns_of(end));
+    let metric_lines = if args.print_metrics {
+        let stats = producer.context().last_stats.lock().clone();
+        let client_id = mapped.get("client.id").unwrap_or("perf-producer-client");
+        metrics::lines(stats.as_deref(), "producer-metrics", client_id)
+    } else {
+        Vec::new()
+    };
     let mut recorder = producer.context().recorder.lock();
+    Ok(finish(
+        &mut recorder,
+        end,
+        &metric_lines,
+        mapped.settings.clone(),
+        throttled,
+    ))
+}
+
+/// Kafka's final lines (the whole run, then steady state after a warmup, then any
+/// `trailing` lines such as metrics) and the run's figures, once every record has its
+/// outcome at `end`; both clients' send loops end here.
+pub(super) fn finish(
+    recorder: &mut Recorder,
+    end: Instant,
+    trailing: &[String],
+    settings: Vec<(String, String)>,
+    throttled: bool,
+) -> ProducerResult {
+    let end_ms = clock::ms(clock::ns_of(end));
     let totals = recorder.stats.totals(end_ms);
     recorder.print(&output::total_line(&totals, false));
     let steady = recorder.steady.as_mut().map(|s| s.totals(end_ms));
     if let Some(steady) = &steady {
         recorder.print(&output::total_line(steady, true));
     }
-    if args.print_metrics {
-        let stats = producer.context().last_stats.lock().clone();
-        let client_id = mapped.get("client.id").unwrap_or("perf-producer-client");
-        for line in metrics::lines(stats.as_deref(), "producer-metrics", client_id) {
-            recorder.print(&line);
-        }
+    for line in trailing {
+        recorder.print(line);
     }
-    Ok(ProducerResult {
+    ProducerResult {
         totals,
         steady,
         histogram: recorder.histogram.clone(),
         series: recorder.series.points(end),
         failures: recorder.failures,
-        settings: mapped.settings.clone(),
+        settings,
         throttled,
-    })
+    }
 }
 
 /// Waits for the intended send time while serving delivery reports; sends up to
