@@ -239,13 +239,7 @@ impl ConsumerConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn props(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::properties::parse as props;
 
     #[test]
     fn producer_defaults_are_kafkas() {
@@ -258,36 +252,29 @@ mod tests {
 
     #[test]
     fn idempotence_follows_kafkas_rules() {
-        let implicit = ProducerConfig::from_properties(&props(&[("acks", "1")]), "c").unwrap();
+        let implicit = ProducerConfig::from_properties(&props("acks=1"), "c").unwrap();
         assert!(!implicit.idempotence);
-        let explicit = props(&[("acks", "1"), ("enable.idempotence", "true")]);
+        let explicit = props("acks=1\nenable.idempotence=true");
         assert!(ProducerConfig::from_properties(&explicit, "c").is_err());
     }
 
     #[test]
     fn unknown_properties_are_named_in_warnings() {
         let c = ProducerConfig::from_properties(
-            &props(&[("compression.type", "lz4"), ("send.buffer.bytes", "1")]),
+            &props("compression.type=lz4\nsend.buffer.bytes=1"),
             "c",
         )
         .unwrap();
         assert_eq!(c.codec, Codec::Lz4);
         assert_eq!(c.warnings.len(), 1);
         assert!(c.warnings[0].contains("send.buffer.bytes"));
-        assert!(
-            ProducerConfig::from_properties(&props(&[("compression.type", "brotli")]), "c")
-                .is_err()
-        );
+        assert!(ProducerConfig::from_properties(&props("compression.type=brotli"), "c").is_err());
     }
 
     #[test]
     fn consumer_settings_are_read() {
         let c = ConsumerConfig::from_properties(
-            &props(&[
-                ("group.id", "g"),
-                ("auto.offset.reset", "earliest"),
-                ("max.partition.fetch.bytes", "10000"),
-            ]),
+            &props("group.id=g\nauto.offset.reset=earliest\nmax.partition.fetch.bytes=10000"),
             "c",
         )
         .unwrap();
