@@ -7,7 +7,8 @@
 //! `min.insync.replicas` refuses acks=all writes with NOT_ENOUGH_REPLICAS; followers leave
 //! the ISR when they die and rejoin when they return, as kcat shows; leader epochs fence
 //! stale requests and a broker that is not a replica cannot fetch as one; ElectLeaders
-//! moves leadership back to the preferred replica; `strom bench network` runs seed 001 on
+//! moves leadership back to the preferred replica; DeleteRecords moves every ISR member's
+//! log start, so a new leader starts where the old one did; `strom bench network` runs seed 001 on
 //! capped links and `strom bench controller` seed 003's steps. Every wait polls its
 //! condition.
 
@@ -23,10 +24,14 @@ use common::client::create_replicated_topic;
 use common::cluster::{run_bench, BenchRun, TestCluster};
 use common::raw::Conn;
 use common::wait_until;
+use kafka_protocol::messages::delete_records_request::{
+    DeleteRecordsPartition, DeleteRecordsTopic,
+};
 use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ReplicaState};
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, ElectLeadersRequest, ElectLeadersResponse, FetchRequest, FetchResponse,
+    ApiKey, BrokerId, DeleteRecordsRequest, DeleteRecordsResponse, ElectLeadersRequest,
+    ElectLeadersResponse, FetchRequest, FetchResponse,
 };
 use kafka_protocol::ResponseError;
 use rdkafka::config::ClientConfig;
@@ -286,8 +291,19 @@ fn leader_dies_alone_with(
         .filter(|(_, r)| r.is_ok())
         .map(|(i, _)| *i)
         .collect();
+    kill9_leader(cluster, leader, topic, &followers);
+    cluster.restart(leader).unwrap();
+    wait_for_isr(&cluster.bootstrap(), topic, 3);
+    let read = read_values(&cluster.bootstrap(), topic);
+    let lost = acknowledged.iter().filter(|i| !read.contains(i)).count();
+    (acknowledged.len(), lost)
+}
+
+/// Kills `leader` of partition 0 of `topic` with SIGKILL, resumes the `paused` brokers
+/// and waits until another broker leads it. Returns a surviving broker's address.
+fn kill9_leader(cluster: &mut TestCluster, leader: i32, topic: &str, paused: &[i32]) -> String {
     cluster.kill9(leader).unwrap();
-    for f in &followers {
+    for f in paused {
         cluster.pause(*f, false).unwrap();
     }
     let survivor = cluster.broker_other_than(leader);
@@ -296,13 +312,9 @@ fn leader_dies_alone_with(
             let l = partitions(&survivor, topic)[0].0;
             l >= 0 && l != leader
         }),
-        "a follower leads"
+        "a broker other than {leader} leads {topic}"
     );
-    cluster.restart(leader).unwrap();
-    wait_for_isr(&cluster.bootstrap(), topic, 3);
-    let read = read_values(&cluster.bootstrap(), topic);
-    let lost = acknowledged.iter().filter(|i| !read.contains(i)).count();
-    (acknowledged.len(), lost)
+    survivor
 }
 
 #[test]
@@ -432,15 +444,7 @@ fn leader_epochs_fence_stale_requests_and_only_replicas_fetch_as_followers() {
     );
 
     // A leader change bumps the epoch: the old one is fenced on the new leader.
-    cluster.kill9(leader).unwrap();
-    let survivor = cluster.broker_other_than(leader);
-    assert!(
-        wait_until(TIMEOUT, || {
-            let l = partitions(&survivor, "epochs")[0].0;
-            l >= 0 && l != leader
-        }),
-        "a new leader"
-    );
+    let survivor = kill9_leader(&mut cluster, leader, "epochs", &[]);
     let new_leader = partitions(&survivor, "epochs")[0].0;
     let new_addr = format!("127.0.0.1:{}", cluster.node(new_leader).port);
     assert_eq!(
@@ -448,6 +452,48 @@ fn leader_epochs_fence_stale_requests_and_only_replicas_fetch_as_followers() {
         ResponseError::FencedLeaderEpoch.code()
     );
     assert_eq!(code(fetch(&new_addr, "epochs", -1, 1)), 0);
+}
+
+/// DeleteRecords of partition 0 of `topic` below `offset` through `addr`: (error code, low
+/// watermark).
+fn delete_records(addr: &str, topic: &str, offset: i64) -> (i16, i64) {
+    let request = DeleteRecordsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(vec![DeleteRecordsTopic::default()
+            .with_name(common::raw::topic_name(topic))
+            .with_partitions(vec![DeleteRecordsPartition::default()
+                .with_partition_index(0)
+                .with_offset(offset)])]);
+    let response: DeleteRecordsResponse =
+        Conn::connect(addr).call(ApiKey::DeleteRecords, 2, &request);
+    let p = &response.topics[0].partitions[0];
+    (p.error_code, p.low_watermark)
+}
+
+#[test]
+fn delete_records_moves_the_log_start_of_every_isr_member_and_survives_a_failover() {
+    let mut cluster = TestCluster::combined(3, FAST);
+    let addr = cluster.bootstrap();
+    create_replicated_topic(&addr, "trimmed", 1, 3, &[("min.insync.replicas", "2")]);
+    wait_for_isr(&addr, "trimmed", 3);
+    send_all(&producer(&addr, "all", "10000"), "trimmed", 0..10);
+    let (leader, _, _) = partitions(&addr, "trimmed")[0].clone();
+    let leader_addr = format!("127.0.0.1:{}", cluster.node(leader).port);
+
+    assert_eq!(
+        delete_records(&leader_addr, "trimmed", 11),
+        (ResponseError::OffsetOutOfRange.code(), -1),
+        "beyond the high watermark"
+    );
+    // Answered once every ISR member's log start is 6: the low watermark.
+    assert_eq!(delete_records(&leader_addr, "trimmed", 6), (0, 6));
+
+    // A follower that now leads starts its log where the old leader's did.
+    let survivor = kill9_leader(&mut cluster, leader, "trimmed", &[]);
+    assert_eq!(
+        read_values(&survivor, "trimmed"),
+        (6..10).collect::<Vec<_>>()
+    );
 }
 
 /// ElectLeaders PREFERRED of partition 0 of `topic` through `addr`: its error code.
@@ -479,15 +525,7 @@ fn elect_leaders_moves_leadership_back_to_the_preferred_replica() {
         ResponseError::ElectionNotNeeded.code()
     );
 
-    cluster.kill9(preferred).unwrap();
-    let survivor = cluster.broker_other_than(preferred);
-    assert!(
-        wait_until(TIMEOUT, || {
-            let l = partitions(&survivor, "preferred")[0].0;
-            l >= 0 && l != preferred
-        }),
-        "another leader"
-    );
+    let survivor = kill9_leader(&mut cluster, preferred, "preferred", &[]);
     assert_eq!(
         elect_preferred(&survivor, "preferred"),
         ResponseError::PreferredLeaderNotAvailable.code()

@@ -33,6 +33,9 @@ pub struct CommitState {
     /// The leader epoch while this broker leads, else -1.
     pub leader_epoch: i32,
     pub isr_len: usize,
+    /// The smallest log start over the ISR (Kafka's low watermark), which a DeleteRecords
+    /// waits for.
+    pub low_watermark: i64,
 }
 
 /// What an acks=all produce waits for ([`Partition::wait_for_commit`]): the high
@@ -65,6 +68,8 @@ pub struct Partition {
     replica: Mutex<ReplicaState>,
     /// The offset below which records are committed: consumers read up to it.
     high_watermark: AtomicI64,
+    /// The last low watermark computed, published with the commit state.
+    low_watermark: AtomicI64,
     commits: watch::Sender<CommitState>,
     /// Long-polling fetches to wake on the next append or high-watermark move. Weak, so
     /// a fetch that finished without being woken costs nothing once it is gone; dead
@@ -80,6 +85,7 @@ impl Partition {
     /// cluster broker neither leader nor follower until the metadata assigns a role.
     pub fn new(topic: &str, index: i32, log: PartitionLog, standalone: bool) -> Self {
         let end = log.log_end_offset();
+        let start = log.log_start_offset();
         let state = if standalone {
             ReplicaState::standalone()
         } else {
@@ -94,9 +100,11 @@ impl Partition {
                 high_watermark: end,
                 leader_epoch: state.leader_epoch,
                 isr_len: state.isr.len(),
+                low_watermark: start,
             }),
             replica: Mutex::new(state),
             high_watermark: AtomicI64::new(end),
+            low_watermark: AtomicI64::new(start),
             waiters: Mutex::new(Vec::new()),
             deleted: AtomicBool::new(false),
         }
@@ -111,10 +119,12 @@ impl Partition {
             log: Err(reason),
             replica: Mutex::new(ReplicaState::standalone()),
             high_watermark: AtomicI64::new(-1),
+            low_watermark: AtomicI64::new(-1),
             commits: watch::Sender::new(CommitState {
                 high_watermark: -1,
                 leader_epoch: -1,
                 isr_len: 0,
+                low_watermark: -1,
             }),
             waiters: Mutex::new(Vec::new()),
             deleted: AtomicBool::new(false),
@@ -270,6 +280,7 @@ impl Partition {
                 -1
             },
             isr_len: replica.isr.len(),
+            low_watermark: self.low_watermark.load(Ordering::Acquire),
         };
         self.commits.send_if_modified(|c| {
             let changed = *c != state;
@@ -391,16 +402,24 @@ impl Partition {
         }
     }
 
-    /// Records a follower's fetch from `fetch_offset` (the follower's log end) and moves
-    /// the high watermark. Returns an ISR expansion to propose if the follower now
-    /// qualifies, or NOT_LEADER_OR_FOLLOWER for a broker that is not a replica.
+    /// Records a follower's fetch from `fetch_offset` (the follower's log end) with its
+    /// log start `log_start_offset`, and moves the high and low watermarks. Returns an ISR
+    /// expansion to propose if the follower now qualifies, or NOT_LEADER_OR_FOLLOWER for a
+    /// broker that is not a replica.
     pub fn record_follower_fetch(
         &self,
         follower: BrokerId,
         fetch_offset: i64,
+        log_start_offset: i64,
     ) -> Result<Option<IsrProposal>, ApiError> {
-        let (log_end, min_insync) = self
-            .with_log(|log| (log.log_end_offset(), log.config().min_insync_replicas))
+        let (log_end, min_insync, local_log_start) = self
+            .with_log(|log| {
+                (
+                    log.log_end_offset(),
+                    log.config().min_insync_replicas,
+                    log.log_start_offset(),
+                )
+            })
             .map_err(ApiError::from)?;
         let mut replica = self.replica.lock();
         if !replica.is_leader() {
@@ -420,6 +439,8 @@ impl Partition {
                 ),
             ));
         }
+        replica.update_follower_log_start(follower, log_start_offset);
+        self.update_low_watermark(&replica, local_log_start);
         let moved = self.advance_high_watermark(&replica, log_end, min_insync);
         let hw = self.high_watermark.load(Ordering::Acquire);
         let proposal = replica.expanded_isr(follower, hw).map(|new_isr| {
@@ -482,16 +503,24 @@ impl Partition {
         }
     }
 
-    /// Appends batches fetched from the leader (offsets as the leader assigned them) and
-    /// takes the leader's high watermark, capped at this log's end.
+    /// Appends batches fetched from the leader (offsets as the leader assigned them),
+    /// takes the leader's high watermark, capped at this log's end, and raises this log's
+    /// start to the leader's (a DeleteRecords on the leader), capped the same way: what
+    /// lies below the leader's log start is below its high watermark, so committed.
     pub fn append_as_follower(
         &self,
         records: &[u8],
         leader_high_watermark: i64,
+        leader_log_start: i64,
     ) -> Result<AppendInfo, LogError> {
         let info = self.try_with_log(|log| {
-            let info = log.append_as_follower(records, crate::now_ms())?;
-            self.set_follower_high_watermark(leader_high_watermark, log.log_end_offset());
+            let now = crate::now_ms();
+            let info = log.append_as_follower(records, now)?;
+            let log_end = log.log_end_offset();
+            if leader_log_start > log.log_start_offset() {
+                log.delete_records_before(leader_log_start.min(log_end), now)?;
+            }
+            self.set_follower_high_watermark(leader_high_watermark, log_end);
             Ok(info)
         })?;
         if info.record_count > 0 {
@@ -669,17 +698,71 @@ impl Partition {
         })
     }
 
-    /// DeleteRecords: raises the log start offset to `offset` (-1: the high watermark)
-    /// and returns the new low watermark.
-    pub fn delete_records_before(&self, offset: i64, now_ms: i64) -> Result<i64, LogError> {
+    /// DeleteRecords on the leader: raises the log start offset to `offset` (-1: the high
+    /// watermark; beyond it is OFFSET_OUT_OF_RANGE, as Kafka's, since uncommitted records
+    /// may still be truncated). Returns the new log start, which
+    /// [`Self::wait_for_low_watermark`] then waits for on the ISR.
+    pub fn delete_records_before(&self, offset: i64, now_ms: i64) -> Result<i64, ApiError> {
         self.try_with_log(|log| {
-            let offset = if offset == -1 {
-                self.high_watermark()
-            } else {
-                offset
-            };
-            log.delete_records_before(offset, now_ms)
-        })
+            let replica = self.replica.lock();
+            if !replica.is_leader() {
+                return Ok(Err(self.not_leader()));
+            }
+            let high_watermark = self.high_watermark();
+            let offset = if offset == -1 { high_watermark } else { offset };
+            if offset < 0 || offset > high_watermark {
+                return Ok(Err(ApiError::new(
+                    ResponseError::OffsetOutOfRange,
+                    format!(
+                        "Cannot increment the log start offset to {offset} of partition {}-{} since it is larger than the high watermark {high_watermark}",
+                        self.topic, self.index
+                    ),
+                )));
+            }
+            let log_start = log.delete_records_before(offset, now_ms)?;
+            self.update_low_watermark(&replica, log_start);
+            Ok(Ok(log_start))
+        })?
+    }
+
+    /// Recomputes the low watermark from the locked replication state and this log's
+    /// start, publishing it when it changed.
+    fn update_low_watermark(&self, replica: &ReplicaState, local_log_start: i64) {
+        let low = replica.low_watermark(local_log_start);
+        if self.low_watermark.swap(low, Ordering::AcqRel) != low {
+            self.publish_commit_state(replica);
+        }
+    }
+
+    /// The purgatory of a DeleteRecords: waits until every ISR member's log start has
+    /// reached `offset` and returns the low watermark then; NOT_LEADER_OR_FOLLOWER if this
+    /// broker stops leading meanwhile, REQUEST_TIMED_OUT after `timeout`.
+    pub async fn wait_for_low_watermark(
+        &self,
+        offset: i64,
+        timeout: Duration,
+    ) -> Result<i64, ApiError> {
+        let mut commits = self.commits.subscribe();
+        let leader_epoch = commits.borrow().leader_epoch;
+        let done = |c: &CommitState| c.leader_epoch != leader_epoch || c.low_watermark >= offset;
+        let waited = tokio::time::timeout(timeout, commits.wait_for(done))
+            .await
+            .map(|r| r.map(|state| *state));
+        match waited {
+            Ok(Ok(state)) if state.leader_epoch == leader_epoch && leader_epoch >= 0 => {
+                Ok(state.low_watermark)
+            }
+            Ok(_) => Err(self.not_leader()),
+            Err(_) => Err(ApiError::new(
+                ResponseError::RequestTimedOut,
+                format!(
+                    "The ISR of {}-{} did not delete the records below offset {offset} within {} ms",
+                    self.topic,
+                    self.index,
+                    timeout.as_millis()
+                ),
+            )),
+        }
     }
 }
 

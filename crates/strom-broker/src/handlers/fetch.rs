@@ -122,7 +122,9 @@ fn resolve(
                         });
                     }
                 }
-                if let Some(proposal) = partition.record_follower_fetch(follower, p.fetch_offset)? {
+                if let Some(proposal) =
+                    partition.record_follower_fetch(follower, p.fetch_offset, p.log_start_offset)?
+                {
                     ctx.state
                         .replication
                         .isr_changes

@@ -142,7 +142,7 @@ pub async fn handle(
         RequestKind::DescribeCluster(r) => respond!(describe_cluster::handle(&ctx, r)),
         RequestKind::DescribeQuorum(r) => respond!(describe_quorum::handle(&ctx, r).await),
         RequestKind::ElectLeaders(r) => respond!(elect_leaders::handle(&ctx, r).await),
-        RequestKind::DeleteRecords(r) => respond!(delete_records::handle(&ctx, r)),
+        RequestKind::DeleteRecords(r) => respond!(delete_records::handle(&ctx, r).await),
         RequestKind::InitProducerId(r) => respond!(init_producer_id::handle(&ctx, r).await),
         RequestKind::FindCoordinator(r) => respond!(find_coordinator::handle(&ctx, r)),
         RequestKind::JoinGroup(r) => respond!(join_group::handle(&ctx, r).await),

@@ -372,7 +372,7 @@ fn apply_fetched(p: &Partition, data: PartitionData) -> Result<(), String> {
         return p.truncate_to(offset).map_err(|e| e.to_string());
     }
     let records = data.records.unwrap_or_default();
-    p.append_as_follower(&records, data.high_watermark)
+    p.append_as_follower(&records, data.high_watermark, data.log_start_offset)
         .map(|_| ())
         .map_err(|e| e.to_string())
 }

@@ -23,6 +23,9 @@ pub enum Role {
 pub struct FollowerState {
     /// The follower's log end: the offset of its last fetch (-1 until it fetched).
     pub log_end_offset: i64,
+    /// The follower's log start, as its last fetch reported it (-1 until it fetched): a
+    /// DeleteRecords completes once every ISR member's log start has reached its offset.
+    pub log_start_offset: i64,
     /// When the follower last had everything the leader had (Kafka's
     /// `lastCaughtUpTimeMs`): the ISR shrinks when it is older than
     /// `replica.lag.time.max.ms`.
@@ -129,6 +132,7 @@ impl ReplicaState {
                     *b,
                     FollowerState {
                         log_end_offset: -1,
+                        log_start_offset: -1,
                         last_caught_up_ms: caught_up,
                         last_fetch_leader_log_end: -1,
                         last_fetch_ms: 0,
@@ -183,6 +187,30 @@ impl ReplicaState {
         f.last_fetch_leader_log_end = leader_log_end;
         f.last_fetch_ms = now_ms;
         true
+    }
+
+    /// Records the log start a follower's fetch reported. Returns false for a broker that
+    /// is not a follower of this partition.
+    pub fn update_follower_log_start(&mut self, follower: BrokerId, log_start_offset: i64) -> bool {
+        match self.followers.get_mut(&follower) {
+            Some(f) => {
+                f.log_start_offset = log_start_offset;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The smallest log start over the ISR, this replica's `local_log_start` included
+    /// (Kafka's low watermark): what a DeleteRecords reports and waits for. An ISR member
+    /// that has not fetched in this epoch makes it -1 (unknown). Replicas outside the ISR
+    /// are not waited for: they take the leader's log start when they fetch again.
+    pub fn low_watermark(&self, local_log_start: i64) -> i64 {
+        self.isr
+            .iter()
+            .filter(|b| **b != self.local)
+            .map(|b| self.followers.get(b).map_or(-1, |f| f.log_start_offset))
+            .fold(local_log_start, i64::min)
     }
 
     /// The ISR with `follower` added, when it may join: it is not in the ISR, no change
@@ -310,6 +338,17 @@ mod tests {
         // at that previous fetch.
         s.update_follower(BrokerId(3), 150, 170, 12_500);
         assert_eq!(s.followers[&BrokerId(3)].last_caught_up_ms, 9_000);
+    }
+
+    #[test]
+    fn the_low_watermark_is_the_smallest_log_start_of_the_isr() {
+        let mut s = leader_of(&[1, 2]);
+        assert_eq!(s.low_watermark(40), -1, "broker 2 has not fetched yet");
+        assert!(s.update_follower_log_start(BrokerId(2), 30));
+        assert!(s.update_follower_log_start(BrokerId(3), 0));
+        assert_eq!(s.low_watermark(40), 30, "broker 3 is outside the ISR");
+        assert!(!s.update_follower_log_start(BrokerId(4), 0));
+        assert_eq!(ReplicaState::standalone().low_watermark(40), 40);
     }
 
     #[test]
