@@ -8,7 +8,8 @@
 //! the ISR when they die and rejoin when they return, as kcat shows; leader epochs fence
 //! stale requests and a broker that is not a replica cannot fetch as one; ElectLeaders
 //! moves leadership back to the preferred replica; DeleteRecords moves every ISR member's
-//! log start, so a new leader starts where the old one did; `strom bench network` runs seed 001 on
+//! log start, so a new leader starts where the old one did; a storage error takes one
+//! replica offline and moves its leadership while the broker's other partitions serve; `strom bench network` runs seed 001 on
 //! capped links and `strom bench controller` seed 003's steps. Every wait polls its
 //! condition.
 
@@ -34,6 +35,7 @@ use kafka_protocol::messages::{
     ElectLeadersResponse, FetchRequest, FetchResponse,
 };
 use kafka_protocol::ResponseError;
+use rdkafka::admin::{AdminOptions, NewTopic, TopicReplication};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::RDKafkaErrorCode;
@@ -494,6 +496,77 @@ fn delete_records_moves_the_log_start_of_every_isr_member_and_survives_a_failove
         read_values(&survivor, "trimmed"),
         (6..10).collect::<Vec<_>>()
     );
+}
+
+/// Creates `topic` with one partition on `replicas` (the first preferred) and `configs`.
+fn create_assigned_topic(bootstrap: &str, topic: &str, replicas: &[i32], configs: &[(&str, &str)]) {
+    let assignment = [replicas];
+    let mut new_topic = NewTopic::new(topic, 1, TopicReplication::Variable(&assignment));
+    for (k, v) in configs {
+        new_topic = new_topic.set(k, v);
+    }
+    let options = AdminOptions::new().request_timeout(Some(TIMEOUT));
+    let results = common::client::block_on(
+        common::client::admin(bootstrap).create_topics(&[new_topic], &options),
+    )
+    .expect("create_topics request");
+    for result in results {
+        result.unwrap_or_else(|(t, e)| panic!("create topic {t}: {e}"));
+    }
+}
+
+#[test]
+fn a_storage_error_takes_one_replica_offline_and_its_leadership_moves() {
+    let cluster = TestCluster::combined(3, FAST);
+    let addr = cluster.bootstrap();
+    // Broker 1 leads both; "failing" rolls a segment every few records.
+    let configs = [("min.insync.replicas", "2"), ("segment.bytes", "4096")];
+    create_assigned_topic(&addr, "failing", &[1, 2, 3], &configs);
+    create_assigned_topic(&addr, "healthy", &[1, 2, 3], &configs);
+    wait_for_isr(&addr, "failing", 3);
+    wait_for_isr(&addr, "healthy", 3);
+    assert_eq!(partitions(&addr, "failing")[0].0, 1);
+
+    // The storage under failing-0 on broker 1 goes away: its next roll fails.
+    std::fs::remove_dir_all(cluster.node(1).dir.join("data").join("failing-0")).unwrap();
+    let idempotent: BaseProducer<Deliveries> = ClientConfig::new()
+        .set("bootstrap.servers", &addr)
+        .set("enable.idempotence", "true")
+        .set("linger.ms", "0")
+        .set("message.timeout.ms", "60000")
+        .create_with_context(Deliveries::default())
+        .expect("producer");
+    send_all(&idempotent, "failing", 0..300);
+    let failed: Vec<_> = idempotent
+        .context()
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, r)| r.is_err())
+        .map(|(i, r)| (*i, *r))
+        .collect();
+    assert_eq!(failed, vec![], "every record is acknowledged");
+    let (leader, _, isr) = partitions(&addr, "failing")[0].clone();
+    assert!(
+        leader != 1 && !isr.contains(&1),
+        "leader {leader}, ISR {isr:?}"
+    );
+    assert!(
+        cluster
+            .stderr(1)
+            .contains("storage error: this replica is offline"),
+        "broker 1 says why"
+    );
+    assert_eq!(read_values(&addr, "failing"), (0..300).collect::<Vec<_>>());
+
+    // Nothing else on broker 1 is touched: it still leads "healthy" with a whole ISR.
+    assert_eq!(
+        partitions(&addr, "healthy")[0],
+        (1, vec![1, 2, 3], vec![1, 2, 3])
+    );
+    send_all(&producer(&addr, "all", "10000"), "healthy", 0..10);
+    assert_eq!(read_values(&addr, "healthy"), (0..10).collect::<Vec<_>>());
 }
 
 /// ElectLeaders PREFERRED of partition 0 of `topic` through `addr`: its error code.

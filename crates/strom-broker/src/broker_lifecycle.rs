@@ -101,6 +101,7 @@ async fn heartbeat(
                 current_metadata_offset: state.metadata.image().offset,
                 want_fence: false,
                 want_shut_down,
+                offline_replicas: state.logs.offline_replicas(),
             },
             heartbeat_timeout(state),
             interval.max(Duration::from_millis(100)),
@@ -165,6 +166,7 @@ pub async fn run(
         tokio::select! {
             _ = tokio::time::sleep(interval) => {}
             _ = caught_up_now => {}
+            _ = state.logs.storage_failures.notified() => {}
             _ = stop.changed() => return,
         }
         match heartbeat(&state, &quorum, false).await {

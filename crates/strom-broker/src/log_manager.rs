@@ -22,6 +22,7 @@ use std::time::Instant;
 use kafka_protocol::ResponseError;
 use parking_lot::{Mutex, RwLock};
 use strom_log::{FileCache, LogConfig, LogError, PartitionLog};
+use tokio::sync::Notify;
 use uuid::Uuid;
 
 use crate::partition::Partition;
@@ -64,6 +65,9 @@ pub struct LogManager {
     /// A standalone node leads its partitions from the start; a cluster broker's wait for
     /// the metadata to make them leaders or followers.
     standalone: bool,
+    /// Woken when a storage error takes a cluster replica offline, so the broker's
+    /// heartbeat reports it at once.
+    pub storage_failures: Arc<Notify>,
 }
 
 impl LogManager {
@@ -116,6 +120,7 @@ impl LogManager {
             max_partitions_per_request: config.max_partitions_per_request,
             max_partitions_per_broker: config.max_partitions_per_broker,
             standalone: config.kraft.roles.is_none(),
+            storage_failures: Arc::new(Notify::new()),
         };
         if !clean {
             tracing::warn!("previous shutdown was not clean: recovering unflushed segment tails");
@@ -163,11 +168,39 @@ impl LogManager {
         Ok(manager)
     }
 
+    /// Whom a partition's storage error wakes: the heartbeat on a cluster broker, no one
+    /// on a standalone node.
+    fn report_failure(&self) -> Option<Arc<Notify>> {
+        (!self.standalone).then(|| self.storage_failures.clone())
+    }
+
+    /// The partitions offline on this broker (a log that could not be opened, or a
+    /// storage error since), by topic id: what the heartbeat reports to the controller.
+    pub fn offline_replicas(&self) -> Vec<(Uuid, i32)> {
+        self.topics
+            .read()
+            .values()
+            .flat_map(|t| {
+                t.partitions
+                    .read()
+                    .values()
+                    .filter(|p| p.offline_reason().is_some())
+                    .map(|p| (t.id, p.index))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
     /// Opens one partition's log, or makes it offline with a log line naming the reason
     /// (for a damaged segment, the file and what is wrong with it).
     fn load_partition(&self, p: &PartitionToLoad, clean: bool, now: i64) -> Arc<Partition> {
         match PartitionLog::open(&p.dir, p.config.clone(), &self.files, clean, now) {
-            Ok(log) => Arc::new(Partition::new(&p.topic, p.index, log, self.standalone)),
+            Ok(log) => Arc::new(Partition::new(
+                &p.topic,
+                p.index,
+                log,
+                self.report_failure(),
+            )),
             Err(e) => {
                 tracing::error!(
                     topic = %p.topic,
@@ -395,7 +428,7 @@ impl LogManager {
             })?;
             topic.partitions.write().insert(
                 p,
-                Arc::new(Partition::new(&topic.name, p, log, self.standalone)),
+                Arc::new(Partition::new(&topic.name, p, log, self.report_failure())),
             );
             created.push(p);
             Ok::<_, BrokerError>(())

@@ -3,14 +3,16 @@
 //! watermark to pass their records (Kafka's produce purgatory, woken by high-watermark
 //! moves, never polled). A partition whose log could not be opened (a corrupt or
 //! unreadable file) is offline: every request for it gets KAFKA_STORAGE_ERROR while the
-//! broker's other partitions serve.
+//! broker's other partitions serve. On a cluster broker a storage error at run time takes
+//! the replica offline too, until a restart: its heartbeat reports it and the controller
+//! moves the leadership to a replica whose disk works, as Kafka does for a failed log dir.
 //!
 //! Locks are taken log first, then replication state, never the other way round, so an
 //! append and a change of leadership are ordered.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -62,8 +64,15 @@ pub struct Partition {
     pub topic: String,
     pub index: i32,
     dir: PathBuf,
-    /// The log, or why it is offline.
+    /// The log, or why it could not be opened.
     log: Result<Mutex<PartitionLog>, String>,
+    /// The storage error that took this replica offline at run time.
+    failure: OnceLock<String>,
+    /// Woken when a storage error takes this replica offline: the broker's heartbeat,
+    /// which reports it to the controller. `None` on a standalone node: with no other
+    /// replica to lead, a storage error (a full disk) is answered KAFKA_STORAGE_ERROR and
+    /// the next request tries the disk again.
+    report_failure: Option<Arc<Notify>>,
     /// Leader or follower, epochs, ISR and followers' positions.
     replica: Mutex<ReplicaState>,
     /// The offset below which records are committed: consumers read up to it.
@@ -81,12 +90,19 @@ pub struct Partition {
 }
 
 impl Partition {
-    /// A partition with `log`: on a `standalone` node led by it alone from the start; on a
-    /// cluster broker neither leader nor follower until the metadata assigns a role.
-    pub fn new(topic: &str, index: i32, log: PartitionLog, standalone: bool) -> Self {
+    /// A partition with `log`: on a standalone node (`report_failure` is `None`) led by it
+    /// alone from the start; on a cluster broker neither leader nor follower until the
+    /// metadata assigns a role, and taken offline by a storage error, which wakes
+    /// `report_failure`.
+    pub fn new(
+        topic: &str,
+        index: i32,
+        log: PartitionLog,
+        report_failure: Option<Arc<Notify>>,
+    ) -> Self {
         let end = log.log_end_offset();
         let start = log.log_start_offset();
-        let state = if standalone {
+        let state = if report_failure.is_none() {
             ReplicaState::standalone()
         } else {
             ReplicaState::unassigned()
@@ -96,6 +112,8 @@ impl Partition {
             index,
             dir: log.dir().to_path_buf(),
             log: Ok(Mutex::new(log)),
+            failure: OnceLock::new(),
+            report_failure,
             commits: watch::Sender::new(CommitState {
                 high_watermark: end,
                 leader_epoch: state.leader_epoch,
@@ -117,6 +135,8 @@ impl Partition {
             index,
             dir: dir.to_path_buf(),
             log: Err(reason),
+            failure: OnceLock::new(),
+            report_failure: None,
             replica: Mutex::new(ReplicaState::standalone()),
             high_watermark: AtomicI64::new(-1),
             low_watermark: AtomicI64::new(-1),
@@ -133,7 +153,37 @@ impl Partition {
 
     /// Why the partition is offline, if it is.
     pub fn offline_reason(&self) -> Option<&str> {
-        self.log.as_ref().err().map(String::as_str)
+        self.log
+            .as_ref()
+            .err()
+            .or_else(|| self.failure.get())
+            .map(String::as_str)
+    }
+
+    /// Takes this cluster replica offline after the storage error `error`: it stops
+    /// leading and following, waiting produces and fetches answer now, and the broker's
+    /// next heartbeat (at once) reports it so the controller moves the leadership.
+    fn fail(&self, error: &LogError) {
+        let Some(report) = &self.report_failure else {
+            return;
+        };
+        if self.failure.set(error.to_string()).is_err() {
+            return;
+        }
+        tracing::error!(
+            partition = %format!("{}-{}", self.topic, self.index),
+            dir = %self.dir.display(),
+            %error,
+            "storage error: this replica is offline until the broker restarts (clients get KAFKA_STORAGE_ERROR); the controller moves its leadership, the broker's other partitions serve"
+        );
+        let mut replica = self.replica.lock();
+        replica.role = Role::Follower {
+            leader: BrokerId::NONE,
+        };
+        self.publish_commit_state(&replica);
+        drop(replica);
+        self.wake_waiters();
+        report.notify_one();
     }
 
     /// The partition's directory.
@@ -601,21 +651,26 @@ impl Partition {
 
     /// Runs `f` with the log locked; an offline partition is a storage error.
     pub fn with_log<T>(&self, f: impl FnOnce(&mut PartitionLog) -> T) -> Result<T, LogError> {
-        match &self.log {
-            Ok(log) => Ok(f(&mut log.lock())),
-            Err(reason) => Err(LogError::Offline {
+        match (&self.log, self.failure.get()) {
+            (Ok(log), None) => Ok(f(&mut log.lock())),
+            (Err(reason), _) | (_, Some(reason)) => Err(LogError::Offline {
                 dir: self.dir.display().to_string(),
                 reason: reason.clone(),
             }),
         }
     }
 
-    /// [`Self::with_log`] for an `f` that can fail itself.
+    /// [`Self::with_log`] for an `f` that can fail itself. An I/O error takes a cluster
+    /// replica offline.
     pub fn try_with_log<T>(
         &self,
         f: impl FnOnce(&mut PartitionLog) -> Result<T, LogError>,
     ) -> Result<T, LogError> {
-        self.with_log(f)?
+        let result = self.with_log(f)?;
+        if let Err(e @ LogError::Io(_)) = &result {
+            self.fail(e);
+        }
+        result
     }
 
     /// The high watermark (-1 while offline): records below it are on every ISR member.

@@ -1,7 +1,8 @@
 //! The one lookup handlers use to reach a partition's data, as Kafka's `ReplicaManager`:
 //! it decides whether this broker can serve the partition — the metadata image must name
 //! it the leader, it must host the log and have taken up the leadership — answering
-//! NOT_LEADER_OR_FOLLOWER otherwise, so no handler touches a log or decides leadership
+//! NOT_LEADER_OR_FOLLOWER otherwise (KAFKA_STORAGE_ERROR while its replica here is
+//! offline), so no handler touches a log or decides leadership
 //! itself. On a cluster broker it also applies each new metadata image to the logs:
 //! partitions assigned to this broker are created and become leaders or followers (the
 //! fetchers then follow exactly the followed ones), deleted topics are removed.
@@ -43,9 +44,20 @@ fn served(state: &BrokerState, topic: &TopicImage, index: i32) -> Result<Arc<Par
     if registration.leader != BrokerId(state.node_id()) {
         return Err(not_leader(&topic.name, index, registration.leader));
     }
-    state
+    let partition = state
         .logs
         .partition(&topic.name, index)
+        .ok_or_else(|| not_leader(&topic.name, index, registration.leader))?;
+    if let Some(reason) = partition.offline_reason() {
+        return Err(ApiError::new(
+            ResponseError::KafkaStorageError,
+            format!(
+                "The replica of {}-{index} on this broker is offline: {reason}",
+                topic.name
+            ),
+        ));
+    }
+    Some(partition)
         .filter(|p| p.is_leader())
         .ok_or_else(|| not_leader(&topic.name, index, registration.leader))
 }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use strom_metadata::{BrokerId, Endpoint, MetadataImage, MetadataRecord};
 use uuid::Uuid;
 
-use crate::replication_control::{broker_back, broker_gone, leader_count};
+use crate::replication_control::{broker_back, broker_gone, leader_count, replicas_offline};
 use crate::rpc::{codes, HeartbeatReply, RpcError};
 
 /// What the active controller knows of one broker's session.
@@ -42,13 +42,15 @@ pub struct Registration {
 }
 
 /// A broker's heartbeat request.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Heartbeat {
     pub broker_id: BrokerId,
     pub broker_epoch: i64,
     pub current_metadata_offset: i64,
     pub want_fence: bool,
     pub want_shut_down: bool,
+    /// Its replicas a storage error took offline (topic id, partition).
+    pub offline_replicas: Vec<(Uuid, i32)>,
 }
 
 impl BrokerHeartbeats {
@@ -195,6 +197,15 @@ impl BrokerHeartbeats {
                 self.unclean_leader_election,
             ));
         }
+        if !hb.offline_replicas.is_empty() {
+            let after = image.apply_at(image.offset, &records);
+            records.extend(replicas_offline(
+                &after,
+                hb.broker_id,
+                &hb.offline_replicas,
+                self.unclean_leader_election,
+            ));
+        }
         // Most heartbeats change nothing: the image is then as it is, not a copy.
         let changed;
         let after = if records.is_empty() {
@@ -292,6 +303,7 @@ mod tests {
             current_metadata_offset: offset,
             want_fence: false,
             want_shut_down: false,
+            offline_replicas: Vec::new(),
         };
         let (records, reply) = hb.heartbeat(&image, &beat(4), now).unwrap();
         assert!(records.is_empty() && reply.is_fenced && !reply.is_caught_up);

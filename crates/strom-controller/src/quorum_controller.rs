@@ -445,6 +445,7 @@ impl QuorumController {
                 current_metadata_offset,
                 want_fence,
                 want_shut_down,
+                offline_replicas,
             } => {
                 if let Err(e) = self.check_cluster(&cluster_id) {
                     return Response::BrokerHeartbeat(Err(e));
@@ -455,6 +456,7 @@ impl QuorumController {
                     current_metadata_offset,
                     want_fence,
                     want_shut_down,
+                    offline_replicas,
                 };
                 let first = self
                     .heartbeats

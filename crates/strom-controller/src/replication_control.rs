@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use strom_metadata::{
     BrokerId, ConfigResource, LeaderEpoch, MetadataImage, MetadataRecord, PartitionEpoch,
-    PartitionRegistration,
+    PartitionRegistration, TopicImage,
 };
 use uuid::Uuid;
 
@@ -376,32 +376,66 @@ pub fn broker_gone(
     broker: BrokerId,
     unclean_default: bool,
 ) -> Vec<MetadataRecord> {
-    let active = |b: BrokerId| b != broker && image.is_active(b);
     let mut records = Vec::new();
     for topic in image.topics() {
         let unclean = unclean_allowed(image, &topic.name, unclean_default);
-        for (index, p) in topic.partitions.iter().enumerate() {
-            if !p.isr.contains(&broker) && p.leader != broker {
-                continue;
-            }
-            let mut isr: Vec<BrokerId> = if p.isr.len() > 1 {
-                p.isr.iter().copied().filter(|b| *b != broker).collect()
-            } else {
-                p.isr.clone()
-            };
-            let mut leader = elect(p, &isr, &active);
-            if leader == BrokerId::NONE && unclean {
-                if let Some((l, i)) = elect_unclean(p, &active) {
-                    tracing::warn!(topic = %topic.name, partition = index, leader = l.0, "unclean leader election: committed records may be lost");
-                    (leader, isr) = (l, i);
-                }
-            }
-            if let Some(change) = change_record(topic.id, index, p, leader, isr) {
-                records.push(change);
-            }
+        for index in 0..topic.partitions.len() {
+            records.extend(replica_gone(image, topic, index, broker, unclean));
         }
     }
     records
+}
+
+/// The partition changes after a storage error took `broker`'s replicas `offline` (topic
+/// id, partition) offline: as [`broker_gone`], for those partitions only. Partitions it
+/// no longer leads or is in the ISR of (a repeated report) change nothing.
+pub fn replicas_offline(
+    image: &MetadataImage,
+    broker: BrokerId,
+    offline: &[(Uuid, i32)],
+    unclean_default: bool,
+) -> Vec<MetadataRecord> {
+    offline
+        .iter()
+        .filter_map(|(topic_id, index)| {
+            let topic = image.topic_by_id(*topic_id)?;
+            let index = usize::try_from(*index)
+                .ok()
+                .filter(|i| *i < topic.partitions.len())?;
+            let unclean = unclean_allowed(image, &topic.name, unclean_default);
+            replica_gone(image, topic, index, broker, unclean)
+        })
+        .collect()
+}
+
+/// The change to partition `index` of `topic` when `broker`'s replica cannot serve: it
+/// leaves the ISR unless it is the last member (the ISR is never emptied), and if it
+/// led, the next active ISR member leads (an active replica outside the ISR if `unclean`).
+fn replica_gone(
+    image: &MetadataImage,
+    topic: &TopicImage,
+    index: usize,
+    broker: BrokerId,
+    unclean: bool,
+) -> Option<MetadataRecord> {
+    let p = &topic.partitions[index];
+    if !p.isr.contains(&broker) && p.leader != broker {
+        return None;
+    }
+    let active = |b: BrokerId| b != broker && image.is_active(b);
+    let mut isr: Vec<BrokerId> = if p.isr.len() > 1 {
+        p.isr.iter().copied().filter(|b| *b != broker).collect()
+    } else {
+        p.isr.clone()
+    };
+    let mut leader = elect(p, &isr, &active);
+    if leader == BrokerId::NONE && unclean {
+        if let Some((l, i)) = elect_unclean(p, &active) {
+            tracing::warn!(topic = %topic.name, partition = index, leader = l.0, "unclean leader election: committed records may be lost");
+            (leader, isr) = (l, i);
+        }
+    }
+    change_record(topic.id, index, p, leader, isr)
 }
 
 /// A `PartitionChange` from `p` to `leader` and `isr`, if anything changes.
@@ -802,6 +836,28 @@ mod tests {
         let p = &image.topic("t").unwrap().partitions[0];
         assert_eq!(p.leader, BrokerId(3));
         assert_eq!(p.isr, vec![BrokerId(2), BrokerId(3)]);
+    }
+
+    #[test]
+    fn an_offline_replica_leaves_its_isr_and_leadership_and_nothing_else() {
+        let image = cluster(&[1, 2, 3]);
+        let (records, results) = create_topics(&image, &[new_topic("t", 3, 3)], 0);
+        let id = results[0].as_ref().unwrap().topic_id;
+        let image = image.apply_at(2, &records);
+        let led_by_1 = image.topic("t").unwrap().partitions[0].clone();
+        assert_eq!(led_by_1.leader, BrokerId(1));
+        let changes = replicas_offline(&image, BrokerId(1), &[(id, 0), (id, 7)], false);
+        assert_eq!(changes.len(), 1, "partition 7 does not exist");
+        let after = image.apply_at(3, &changes);
+        let t = after.topic("t").unwrap();
+        assert_ne!(t.partitions[0].leader, BrokerId(1));
+        assert!(!t.partitions[0].isr.contains(&BrokerId(1)));
+        assert_eq!(t.partitions[1], image.topic("t").unwrap().partitions[1]);
+        assert_eq!(t.partitions[2], image.topic("t").unwrap().partitions[2]);
+        assert!(
+            replicas_offline(&after, BrokerId(1), &[(id, 0)], false).is_empty(),
+            "a repeated report changes nothing"
+        );
     }
 
     fn replicated(image: &MetadataImage) -> (MetadataImage, Uuid) {

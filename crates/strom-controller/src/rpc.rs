@@ -184,6 +184,9 @@ pub enum Request {
         current_metadata_offset: i64,
         want_fence: bool,
         want_shut_down: bool,
+        /// The broker's replicas a storage error took offline, by topic id (as KIP-858's
+        /// offline log dirs): the controller moves them out of ISRs and leaderships.
+        offline_replicas: Vec<(Uuid, i32)>,
     },
     /// An observer's fetch of the committed metadata after `offset`, waiting up to
     /// `max_wait_ms` for some.
