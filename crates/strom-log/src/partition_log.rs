@@ -159,6 +159,12 @@ impl PartitionLog {
         if segments.is_empty() {
             let base = checkpoint.log_start_offset;
             segments.insert(base, Segment::create(dir, base, &config, files)?);
+            // An empty producer state from the start: every later snapshot (at a roll or
+            // a close) then reuses a file instead of allocating one, so a shutdown of
+            // thousands of new partitions creates no files.
+            if snapshots.insert(base) {
+                ProducerStateManager::default().write_snapshot(dir, base, false, None)?;
+            }
         }
         let first_base = *segments.keys().next().expect("at least one segment");
         let leader_epoch_cache = LeaderEpochCache::load(dir)?;
@@ -598,9 +604,7 @@ impl PartitionLog {
         // Everything before the new segment is fsynced now, so after a crash only the new
         // active segment needs recovery (Kafka flushes on roll for the same reason).
         self.flush(now_ms)?;
-        self.producer_state.write_snapshot(&self.dir, base, true)?;
-        self.snapshot_offset = Some(base);
-        self.snapshots.insert(base);
+        self.take_snapshot(base, true)?;
         self.delete_snapshots(|offset| offset < base)?;
         self.segments.insert(
             base,
@@ -881,12 +885,25 @@ impl PartitionLog {
         if self.snapshot_offset == Some(end) {
             return Ok(());
         }
-        self.producer_state.write_snapshot(&self.dir, end, sync)?;
-        self.snapshot_offset = Some(end);
-        self.snapshots.insert(end);
+        self.take_snapshot(end, sync)?;
         if sync {
             self.delete_snapshots(|offset| offset != end)?;
         }
+        Ok(())
+    }
+
+    /// Writes the producer state at `offset`, into the file of the newest older snapshot
+    /// if there is one (every caller deletes the older ones anyway, now or at the next
+    /// flush), so a snapshot costs no new inode.
+    fn take_snapshot(&mut self, offset: i64, sync: bool) -> Result<(), LogError> {
+        let recycle = self.snapshots.range(..offset).next_back().copied();
+        self.producer_state
+            .write_snapshot(&self.dir, offset, sync, recycle)?;
+        if let Some(old) = recycle {
+            self.snapshots.remove(&old);
+        }
+        self.snapshot_offset = Some(offset);
+        self.snapshots.insert(offset);
         Ok(())
     }
 
