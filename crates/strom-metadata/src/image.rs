@@ -189,8 +189,15 @@ impl MetadataImage {
         );
         let mut next = self.clone();
         next.offset = offset;
+        // Topics changed by these records, each copied once and published at the end: a
+        // copy per record made creating (or failing over) a topic of P partitions cost
+        // O(P²) partition copies — 0.7 s of start-up at 13,300 partitions.
+        let mut edited = HashMap::new();
         for record in records {
-            next.replay(offset, record);
+            next.replay(offset, record, &mut edited);
+        }
+        for topic in edited.into_values() {
+            next.replace_topic(topic);
         }
         next
     }
@@ -240,15 +247,29 @@ impl MetadataImage {
         self.topics_by_id.insert(topic.id, topic);
     }
 
-    fn topic_mut(&self, topic_id: &Uuid, what: &str) -> TopicImage {
-        let old = self
-            .topics_by_id
-            .get(topic_id)
-            .unwrap_or_else(|| panic!("{what} for unknown topic {topic_id}"));
-        TopicImage::clone(old)
+    /// The working copy of topic `topic_id` among the `edited` ones of an
+    /// [`Self::apply_at`], copied from the image on its first change.
+    fn topic_mut<'a>(
+        &self,
+        edited: &'a mut HashMap<Uuid, TopicImage>,
+        topic_id: &Uuid,
+        what: &str,
+    ) -> &'a mut TopicImage {
+        edited.entry(*topic_id).or_insert_with(|| {
+            let old = self
+                .topics_by_id
+                .get(topic_id)
+                .unwrap_or_else(|| panic!("{what} for unknown topic {topic_id}"));
+            TopicImage::clone(old)
+        })
     }
 
-    fn replay(&mut self, offset: i64, record: &MetadataRecord) {
+    fn replay(
+        &mut self,
+        offset: i64,
+        record: &MetadataRecord,
+        edited: &mut HashMap<Uuid, TopicImage>,
+    ) {
         match record {
             MetadataRecord::RegisterBroker {
                 broker_id,
@@ -325,7 +346,7 @@ impl MetadataImage {
                 leader_epoch,
                 partition_epoch,
             } => {
-                let mut topic = self.topic_mut(topic_id, "PartitionRecord");
+                let topic = self.topic_mut(edited, topic_id, "PartitionRecord");
                 assert_eq!(
                     *partition_id as usize,
                     topic.partitions.len(),
@@ -339,7 +360,6 @@ impl MetadataImage {
                     leader_epoch: *leader_epoch,
                     partition_epoch: *partition_epoch,
                 });
-                self.replace_topic(topic);
             }
             MetadataRecord::PartitionChange {
                 topic_id,
@@ -347,7 +367,7 @@ impl MetadataImage {
                 leader,
                 isr,
             } => {
-                let mut topic = self.topic_mut(topic_id, "PartitionChangeRecord");
+                let topic = self.topic_mut(edited, topic_id, "PartitionChangeRecord");
                 let p = topic
                     .partitions
                     .get_mut(*partition_id as usize)
@@ -363,7 +383,6 @@ impl MetadataImage {
                     p.isr = isr.clone();
                 }
                 p.partition_epoch = PartitionEpoch(p.partition_epoch.0 + 1);
-                self.replace_topic(topic);
             }
             MetadataRecord::Config {
                 resource,
@@ -384,6 +403,7 @@ impl MetadataImage {
                 }
             }
             MetadataRecord::RemoveTopic { topic_id } => {
+                edited.remove(topic_id);
                 let topic = self
                     .topics_by_id
                     .remove(topic_id)
