@@ -710,6 +710,8 @@ fn bench_controller_times_seed_003_steps_beside_the_seed() {
             kill9 >= 3.0 - 2.0,
             "kill -9 handling {kill9} s cannot beat the 3 s session timeout less one heartbeat interval"
         );
+        let rss: f64 = row[15].parse().unwrap();
+        assert!(rss > 1.0, "the restarted broker's RSS in MB: {row:?}");
     }
 
     let sweeps = json["figures"]["sweeps"].as_array().unwrap();
@@ -722,6 +724,11 @@ fn bench_controller_times_seed_003_steps_beside_the_seed() {
         .map(|s| (s["topics"].clone(), s["replicas_per_broker"].clone()))
         .collect();
     assert_eq!(steps, [(1.into(), 60.into()), (2.into(), 120.into())]);
+    assert!(sweeps[0]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|s| s["broker_rss_mb"].as_f64().is_some_and(|mb| mb > 1.0)));
     assert_eq!(
         (&json["cluster"]["brokers"], &json["cluster"]["controllers"]),
         (&5.into(), &3.into())

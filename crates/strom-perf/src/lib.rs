@@ -28,6 +28,7 @@ pub mod metadata_quorum;
 pub mod metrics;
 pub mod native;
 pub mod netns;
+pub mod process_stats;
 pub mod producer_perf_test;
 pub mod progress;
 pub mod properties;

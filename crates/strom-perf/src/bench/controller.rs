@@ -12,6 +12,9 @@
 //!   Metadata (bounded below by `broker.session.timeout.ms`, as the seed's by the
 //!   ZooKeeper session).
 //!
+//! It also reports that broker's resident memory once it leads again, so the memory per
+//! hosted replica can be read off the steps.
+//!
 //! Between steps the killed nodes are back and an ElectLeaders PREFERRED restores the
 //! leadership spread. The sweep runs once per `--session-timeout-ms` value (the seed's
 //! 6000-ms ZooKeeper session and Kafka's 9000-ms default); `--max-topics` scales it down.
@@ -24,7 +27,7 @@ use std::collections::BTreeSet;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::Parser;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::{
@@ -37,6 +40,7 @@ use serde::Serialize;
 use super::args::ReportFiles;
 use crate::kafka_rpc;
 use crate::local_cluster::{ClusterSpec, LocalCluster, NodeInfo, Role};
+use crate::process_stats::resident_mb;
 use crate::report::{Chart, ChartSeries, ClusterShape, ComparisonRow, Report};
 
 const TIMEOUT: Duration = Duration::from_secs(300);
@@ -101,6 +105,9 @@ struct Step {
     shutdown_s: f64,
     failover_s: f64,
     kill9_s: f64,
+    /// The restarted broker's resident memory once it leads its partitions again: what
+    /// hosting `replicas_per_broker` replicas costs.
+    broker_rss_mb: f64,
 }
 
 /// One sweep of the steps, at one `broker.session.timeout.ms`.
@@ -307,6 +314,11 @@ fn sweep(args: &Args, session_ms: u64) -> Result<Vec<Step>> {
         }
         cluster.restart(victim)?;
         restore_preferred_leaders(&witness, victim)?;
+        let broker_rss_mb = cluster
+            .node(victim)
+            .pid
+            .context("the restarted broker has no pid")
+            .and_then(resident_mb)?;
 
         steps.push(Step {
             topics,
@@ -316,6 +328,7 @@ fn sweep(args: &Args, session_ms: u64) -> Result<Vec<Step>> {
             shutdown_s: shutdown.as_secs_f64(),
             failover_s: failover,
             kill9_s: kill9,
+            broker_rss_mb,
         });
     }
     Ok(steps)
@@ -331,18 +344,20 @@ fn print(sweep: &Sweep) {
         .map(|m| format!("{:>18}", m.name()))
         .collect();
     println!(
-        "{:>6} {:>10} {:>10} | {}",
+        "{:>6} {:>10} {:>10} | {} | {:>8}",
         "topics",
         "replicas/",
         "seed",
-        names.join(" | ")
+        names.join(" | "),
+        "broker"
     );
     println!(
-        "{:>6} {:>10} {:>10} | {}",
+        "{:>6} {:>10} {:>10} | {} | {:>8}",
         "",
         "broker",
         "part./brk",
-        vec![format!("{:>18}", "strom  1.0  1.1"); MEASURES.len()].join(" | ")
+        vec![format!("{:>18}", "strom  1.0  1.1"); MEASURES.len()].join(" | "),
+        "RSS MB"
     );
     for step in &sweep.steps {
         let seed = seed_row(step.topics);
@@ -354,11 +369,12 @@ fn print(sweep: &Sweep) {
             })
             .collect();
         println!(
-            "{:>6} {:>10} {:>10} | {}",
+            "{:>6} {:>10} {:>10} | {} | {:>8.1}",
             step.topics,
             step.replicas_per_broker,
             seed.1,
-            cells.join(" | ")
+            cells.join(" | "),
+            step.broker_rss_mb
         );
     }
 }
@@ -477,6 +493,7 @@ mod tests {
             shutdown_s: seconds,
             failover_s: seconds,
             kill9_s: seconds,
+            broker_rss_mb: 50.0,
         }
     }
 

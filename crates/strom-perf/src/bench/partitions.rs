@@ -29,6 +29,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::embedded::parse_ready_line;
+use crate::process_stats::{descriptor_count, resident_mb};
 use crate::topics;
 
 const TIMEOUT: Duration = Duration::from_secs(600);
@@ -287,10 +288,6 @@ impl DescriptorWatcher {
     }
 }
 
-fn descriptor_count(pid: u32) -> Result<usize> {
-    Ok(std::fs::read_dir(format!("/proc/{pid}/fd"))?.count())
-}
-
 /// CPU seconds (user + system) of this process's reaped children: the brokers.
 fn children_cpu_seconds() -> f64 {
     // SAFETY: getrusage fills the struct we own.
@@ -368,13 +365,7 @@ impl BrokerProcess {
     }
 
     fn rss_mb(&self) -> Result<f64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))?;
-        let kb: f64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .context("no VmRSS")?;
-        Ok(kb / 1024.0)
+        resident_mb(self.pid())
     }
 
     /// SIGTERM; seconds until the process exited (with success).
