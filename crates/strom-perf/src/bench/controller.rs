@@ -15,8 +15,9 @@
 //! It also reports that broker's resident memory once it leads again, so the memory per
 //! hosted replica can be read off the steps.
 //!
-//! Between steps the killed nodes are back and an ElectLeaders PREFERRED restores the
-//! leadership spread. The sweep runs once per `--session-timeout-ms` value (the seed's
+//! Each measurement starts from a settled cluster, as the seed's did: the killed nodes
+//! back, every ISR whole and every partition led by its preferred replica (ElectLeaders
+//! PREFERRED). The sweep runs once per `--session-timeout-ms` value (the seed's
 //! 6000-ms ZooKeeper session and Kafka's 9000-ms default); `--max-topics` scales it down.
 //!
 //! The reports (`--json`, `--html`) hold every step of every sweep; the HTML page opens
@@ -213,17 +214,32 @@ fn led_by(m: &MetadataResponse, broker: i32) -> (BTreeSet<(String, i32)>, bool) 
     (led, all_led)
 }
 
-/// ElectLeaders PREFERRED of every partition through `witness`, until `broker` leads
-/// again (its replicas first rejoin the ISRs).
-fn restore_preferred_leaders(witness: &str, broker: i32) -> Result<()> {
-    poll("the restarted broker leading again", || {
+/// Whether every partition in `m` has its whole replica set in the ISR, and whether
+/// every one is led by its preferred (first) replica.
+fn settled(m: &MetadataResponse) -> (bool, bool) {
+    let partitions = || m.topics.iter().flat_map(|t| &t.partitions);
+    let whole = partitions().all(|p| p.isr_nodes.len() == p.replica_nodes.len());
+    let preferred = partitions().all(|p| p.replica_nodes.first() == Some(&p.leader_id));
+    (whole, preferred)
+}
+
+/// Waits until the cluster is quiet again after a broker came back: every ISR whole,
+/// then ElectLeaders PREFERRED of every partition through `witness` until each is led by
+/// its preferred replica. Each measurement then starts, as the seed's did, from a
+/// settled cluster, not from one still moving thousands of leaderships and ISRs (which
+/// the next measurement's requests would queue behind).
+fn settle(witness: &str) -> Result<()> {
+    poll("every ISR whole again", || {
+        Ok(settled(&metadata(witness)?).0)
+    })?;
+    poll("every partition led by its preferred replica", || {
         let elect = ElectLeadersRequest::default()
             .with_election_type(0)
             .with_timeout_ms(60_000)
             .with_topic_partitions(None);
         let _: ElectLeadersResponse =
             kafka_rpc::call(witness, ApiKey::ElectLeaders, 2, &elect, TIMEOUT)?;
-        Ok(!led_by(&metadata(witness)?, broker).0.is_empty())
+        Ok(settled(&metadata(witness)?).1)
     })
 }
 
@@ -279,11 +295,12 @@ fn sweep(args: &Args, session_ms: u64) -> Result<Vec<Step>> {
             let count: usize = m.topics.iter().map(|t| t.partitions.len()).sum();
             Ok(all_led && count as u32 >= topics * PARTITIONS_PER_TOPIC as u32)
         })?;
+        settle(&witness)?;
         eprintln!("strom bench controller: {topics} topics...");
 
         let (shutdown, _) = cluster.terminate(victim)?;
         let startup = cluster.restart(victim)?;
-        restore_preferred_leaders(&witness, victim)?;
+        settle(&witness)?;
 
         let old = cluster.active_controller()?;
         let started = Instant::now();
@@ -313,7 +330,7 @@ fn sweep(args: &Args, session_ms: u64) -> Result<Vec<Step>> {
             bail!("broker {victim} led no partition to take over");
         }
         cluster.restart(victim)?;
-        restore_preferred_leaders(&witness, victim)?;
+        settle(&witness)?;
         let broker_rss_mb = cluster
             .node(victim)
             .pid
@@ -330,6 +347,18 @@ fn sweep(args: &Args, session_ms: u64) -> Result<Vec<Step>> {
             kill9_s: kill9,
             broker_rss_mb,
         });
+        // Each step's figures as it ends: a long sweep that fails later keeps them.
+        let step = steps.last().expect("just pushed");
+        let figures: Vec<String> = MEASURES
+            .iter()
+            .map(|m| format!("{} {:.2} s", m.name(), m.of(step)))
+            .collect();
+        eprintln!(
+            "strom bench controller: {topics} topics, {} replicas per broker: {}, broker RSS {:.1} MB",
+            step.replicas_per_broker,
+            figures.join(", "),
+            step.broker_rss_mb
+        );
     }
     Ok(steps)
 }
