@@ -105,6 +105,9 @@ pub struct BrokerConfig {
     /// `fetch.max.bytes`: caps a fetch response whatever the client asks for, so a
     /// client cannot make the broker buffer more.
     pub fetch_max_bytes: usize,
+    /// `max.incremental.fetch.session.cache.slots`: how many incremental fetch sessions
+    /// (KIP-227) the broker keeps.
+    pub max_incremental_fetch_session_cache_slots: usize,
     /// `connections.max.idle.ms`: a connection with no request in flight that sends
     /// nothing for this long is closed.
     pub connections_max_idle_ms: u64,
@@ -199,6 +202,7 @@ impl BrokerConfig {
             producer_id_expiration_check_interval_ms: 600_000,
             socket_request_max_bytes: 104_857_600,
             fetch_max_bytes: 57_671_680,
+            max_incremental_fetch_session_cache_slots: 1000,
             connections_max_idle_ms: 600_000,
             group_min_session_timeout_ms: 6_000,
             group_max_session_timeout_ms: 1_800_000,
@@ -296,6 +300,9 @@ impl BrokerConfig {
                     c.producer_id_expiration_check_interval_ms = at_least(k, parse_num(k, v)?, 1)?
                 }
                 "fetch.max.bytes" => c.fetch_max_bytes = at_least(k, parse_num(k, v)?, 1024)?,
+                "max.incremental.fetch.session.cache.slots" => {
+                    c.max_incremental_fetch_session_cache_slots = at_least(k, parse_num(k, v)?, 0)?
+                }
                 "connections.max.idle.ms" => {
                     c.connections_max_idle_ms = at_least(k, parse_num(k, v)?, 1)?
                 }

@@ -10,6 +10,7 @@ pub mod cli;
 pub mod config;
 pub mod connection;
 pub mod error;
+pub mod fetch_session;
 pub mod group;
 pub mod handlers;
 pub mod kraft_config;

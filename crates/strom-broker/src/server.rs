@@ -17,6 +17,7 @@ use strom_controller::{ControllerClient, QuorumConfig, QuorumController};
 use strom_metadata::{Endpoint, MetadataImage};
 
 use crate::config::Listener;
+use crate::fetch_session::FetchSessionCache;
 use crate::group::{CoordinatorConfig, GroupCoordinator};
 use crate::log_manager::LogManager;
 use crate::memory::{MemoryTrimmer, TRIM_CHECK_INTERVAL_MS};
@@ -169,6 +170,8 @@ impl Broker {
             .iter()
             .flat_map(|d| high_watermark_checkpoint::read(d))
             .collect();
+        let fetch_sessions =
+            FetchSessionCache::new(self.config.max_incremental_fetch_session_cache_slots);
         let state = Arc::new(BrokerState {
             replication: Replication::new(isr_changes.clone(), checkpointed, shutdown_rx.clone()),
             advertised,
@@ -179,6 +182,7 @@ impl Broker {
             groups,
             memory: MemoryTrimmer::default(),
             quorum: quorum.clone(),
+            fetch_sessions,
         });
         tokio::spawn(alter_partition::run(
             state.clone(),

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use crate::config::{BrokerConfig, Listener};
+use crate::fetch_session::FetchSessionCache;
 use crate::group::GroupCoordinator;
 use crate::log_manager::LogManager;
 use crate::memory::MemoryTrimmer;
@@ -29,6 +30,8 @@ pub struct BrokerState {
     pub quorum: Option<Arc<QuorumChannel>>,
     /// Followers' fetchers, ISR changes, high-watermark checkpoints.
     pub replication: Replication,
+    /// Incremental fetch sessions (KIP-227).
+    pub fetch_sessions: FetchSessionCache,
 }
 
 impl BrokerState {

@@ -10,7 +10,9 @@
 //! The wait is woken by appends (each partition notifies its registered fetches), never
 //! by a polling loop. Limits follow Kafka: `partition_max_bytes` per partition,
 //! `max_bytes` for the response, and the first batch returned may exceed them so that a
-//! consumer always progresses (KIP-74).
+//! consumer always progresses (KIP-74). Incremental fetch sessions (KIP-227) are kept in
+//! [`crate::fetch_session`]: an incremental request is served as the full request its
+//! session stands for, and the answer is then cut to what changed.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -45,6 +47,17 @@ const NODE_ENDPOINTS_SINCE: i16 = 16;
 pub const MAX_WAIT_CAP_MS: u64 = 30_000;
 
 pub async fn handle(ctx: &RequestContext<'_>, req: FetchRequest) -> FetchResponse {
+    let sessions = &ctx.state.fetch_sessions;
+    match sessions.prepare(req, ctx.version, Instant::now()) {
+        Ok((req, session)) => sessions.complete(session, serve(ctx, &req).await),
+        Err(e) => FetchResponse::default()
+            .with_error_code(e.code())
+            .with_session_id(0),
+    }
+}
+
+/// Answers `req` (for an incremental fetch, every partition of its session).
+async fn serve(ctx: &RequestContext<'_>, req: &FetchRequest) -> FetchResponse {
     let wait_ms = (req.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP_MS);
     let deadline = Instant::now() + Duration::from_millis(wait_ms);
     let waiter = Arc::new(Notify::new());
@@ -54,7 +67,7 @@ pub async fn handle(ctx: &RequestContext<'_>, req: FetchRequest) -> FetchRespons
         req.replica_id.0
     };
     let follower = (replica_id >= 0).then_some(BrokerId(replica_id));
-    let partitions = resolve(ctx, &req, follower);
+    let partitions = resolve(ctx, req, follower);
     loop {
         for (_, _, p) in &partitions {
             if let Ok(Resolved {
@@ -65,7 +78,7 @@ pub async fn handle(ctx: &RequestContext<'_>, req: FetchRequest) -> FetchRespons
                 partition.register_waiter(&waiter);
             }
         }
-        let (response, bytes, has_error) = read_all(ctx, &req, &partitions, follower.is_some());
+        let (response, bytes, has_error) = read_all(ctx, req, &partitions, follower.is_some());
         let now = Instant::now();
         let diverged = partitions
             .iter()

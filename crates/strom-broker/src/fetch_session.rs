@@ -1,0 +1,488 @@
+//! Incremental fetch sessions (KIP-227), as Kafka's `FetchSessionCache`: a client that
+//! fetches the same partitions over and over names them once, then sends only what
+//! changed (a new fetch offset, a partition added or forgotten), and the broker answers
+//! only for partitions with something new (records, a moved high watermark or log start,
+//! an error). A consumer of thousands of partitions stops paying for all of them on
+//! every round trip.
+//!
+//! The request's `session_id` and `session_epoch` decide what it is:
+//!
+//! | session_id | epoch | meaning |
+//! |---|---|---|
+//! | 0 | -1 | a full fetch without a session |
+//! | 0 | 0 | a full fetch that opens a session (id 0 in the answer: none was free) |
+//! | id | -1 | closes session `id`; a full fetch without a session |
+//! | id | 0 | closes session `id` and opens a new one |
+//! | id | n > 0 | an incremental fetch: `n` must be the epoch the session expects |
+//!
+//! At most `max.incremental.fetch.session.cache.slots` sessions exist; when all are taken,
+//! the least recently used one is evicted if it has been idle for
+//! [`EVICTION_IDLE`] (Kafka's `min.incremental.fetch.session.eviction.ms`), otherwise the
+//! new client fetches without a session. Each session holds what its requests named, so
+//! the cache is bounded by slots × the largest request.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::ResponseError;
+use parking_lot::Mutex;
+use uuid::Uuid;
+
+/// Fetch v7+ carries session ids and epochs.
+pub const SESSIONS_SINCE: i16 = 7;
+/// A session idle this long may be evicted for a new one.
+pub const EVICTION_IDLE: Duration = Duration::from_secs(120);
+
+const INITIAL_EPOCH: i32 = 0;
+const FINAL_EPOCH: i32 = -1;
+
+/// A partition of a session: by topic id (v13+) or name (v7–12), and index.
+type PartitionKey = (Uuid, TopicName, i32);
+
+/// What a session remembers of one partition: the client's latest request for it and
+/// what the last answer told the client.
+#[derive(Debug, Clone)]
+struct CachedPartition {
+    request: FetchPartition,
+    high_watermark: i64,
+    log_start_offset: i64,
+}
+
+#[derive(Debug)]
+struct Session {
+    /// The epoch the next incremental request must carry.
+    next_epoch: i32,
+    partitions: HashMap<PartitionKey, CachedPartition>,
+    /// The order partitions are read in: those that returned records move to the back,
+    /// as in Kafka, so a response capped by `max_bytes` cannot starve the later ones.
+    order: Vec<PartitionKey>,
+    last_used: Instant,
+}
+
+impl Session {
+    fn new(now: Instant) -> Self {
+        Self {
+            next_epoch: 1,
+            partitions: HashMap::new(),
+            order: Vec::new(),
+            last_used: now,
+        }
+    }
+
+    /// Adds `p` of topic `topic` (id and name as the request gave them) or takes its new
+    /// fetch position.
+    fn upsert(&mut self, topic: &FetchTopic, p: &FetchPartition) {
+        let key = (topic.topic_id, topic.topic.clone(), p.partition);
+        match self.partitions.get_mut(&key) {
+            Some(cached) => cached.request = p.clone(),
+            None => {
+                self.order.push(key.clone());
+                self.partitions.insert(
+                    key,
+                    CachedPartition {
+                        request: p.clone(),
+                        high_watermark: -1,
+                        log_start_offset: -1,
+                    },
+                );
+            }
+        }
+    }
+}
+
+/// How one Fetch request uses the sessions, decided by [`FetchSessionCache::prepare`]
+/// and finished by [`FetchSessionCache::complete`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionUse {
+    /// No session: the answer holds every requested partition.
+    Sessionless,
+    /// A full fetch that opened session `id` (0: none was free).
+    Full { id: i32 },
+    /// An incremental fetch in session `id`: the answer holds changed partitions only.
+    Incremental { id: i32 },
+}
+
+/// The broker's fetch sessions.
+#[derive(Debug)]
+pub struct FetchSessionCache {
+    max_slots: usize,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    sessions: HashMap<i32, Session>,
+    last_id: i32,
+}
+
+impl FetchSessionCache {
+    pub fn new(max_slots: usize) -> Self {
+        Self {
+            max_slots,
+            inner: Mutex::new(Inner::default()),
+        }
+    }
+
+    /// Decides how `req` (of Fetch `version`) uses the sessions at `now`. For an
+    /// incremental fetch the returned request names every partition of the session, with
+    /// the offsets it now holds, so the rest of the Fetch handler reads them as it reads a
+    /// full request. A session the request does not match is FETCH_SESSION_ID_NOT_FOUND
+    /// or INVALID_FETCH_SESSION_EPOCH, as in Kafka.
+    pub fn prepare(
+        &self,
+        req: FetchRequest,
+        version: i16,
+        now: Instant,
+    ) -> Result<(FetchRequest, SessionUse), ResponseError> {
+        if version < SESSIONS_SINCE {
+            return Ok((req, SessionUse::Sessionless));
+        }
+        let mut inner = self.inner.lock();
+        let (id, epoch) = (req.session_id, req.session_epoch);
+        if epoch == FINAL_EPOCH || epoch == INITIAL_EPOCH {
+            if id != 0 {
+                inner.sessions.remove(&id);
+            }
+            if epoch == FINAL_EPOCH {
+                return Ok((req, SessionUse::Sessionless));
+            }
+            let id = inner.open(self.max_slots, &req, now);
+            return Ok((req, SessionUse::Full { id }));
+        }
+        let session = inner
+            .sessions
+            .get_mut(&id)
+            .ok_or(ResponseError::FetchSessionIdNotFound)?;
+        if epoch != session.next_epoch {
+            return Err(ResponseError::InvalidFetchSessionEpoch);
+        }
+        session.next_epoch = next_epoch(epoch);
+        session.last_used = now;
+        for topic in &req.topics {
+            for p in &topic.partitions {
+                session.upsert(topic, p);
+            }
+        }
+        if !req.forgotten_topics_data.is_empty() {
+            for forgotten in &req.forgotten_topics_data {
+                for index in &forgotten.partitions {
+                    let key = (forgotten.topic_id, forgotten.topic.clone(), *index);
+                    session.partitions.remove(&key);
+                }
+            }
+            let partitions = &session.partitions;
+            session.order.retain(|k| partitions.contains_key(k));
+        }
+        // Consecutive partitions of one topic share an entry; a topic can appear more
+        // than once (as in Kafka's answers) once rotation has interleaved it with others.
+        let mut topics: Vec<FetchTopic> = Vec::new();
+        for key in &session.order {
+            let (topic_id, name, _) = key;
+            let cached = &session.partitions[key];
+            match topics.last_mut() {
+                Some(t) if t.topic_id == *topic_id && t.topic == *name => {
+                    t.partitions.push(cached.request.clone())
+                }
+                _ => topics.push(
+                    FetchTopic::default()
+                        .with_topic_id(*topic_id)
+                        .with_topic(name.clone())
+                        .with_partitions(vec![cached.request.clone()]),
+                ),
+            }
+        }
+        let full = req
+            .with_topics(topics)
+            .with_forgotten_topics_data(Vec::new());
+        Ok((full, SessionUse::Incremental { id }))
+    }
+
+    /// Finishes the answer to a request that [`Self::prepare`] decided `how` to serve:
+    /// names the session, remembers what each partition's answer told the client, and
+    /// for an incremental fetch leaves out the partitions with nothing new.
+    pub fn complete(&self, how: SessionUse, mut response: FetchResponse) -> FetchResponse {
+        let (id, incremental) = match how {
+            SessionUse::Sessionless | SessionUse::Full { id: 0 } => return response,
+            SessionUse::Full { id } => (id, false),
+            SessionUse::Incremental { id } => (id, true),
+        };
+        let mut inner = self.inner.lock();
+        let Some(session) = inner.sessions.get_mut(&id) else {
+            // Evicted or closed while this fetch waited: the client opens another.
+            return response.with_session_id(0);
+        };
+        let mut returned = HashSet::new();
+        for topic in &response.responses {
+            for p in &topic.partitions {
+                if p.records.as_ref().is_some_and(|r| !r.is_empty()) {
+                    returned.insert((topic.topic_id, topic.topic.clone(), p.partition_index));
+                }
+            }
+        }
+        if !returned.is_empty() {
+            let (kept, moved): (Vec<_>, Vec<_>) = std::mem::take(&mut session.order)
+                .into_iter()
+                .partition(|k| !returned.contains(k));
+            session.order = kept;
+            session.order.extend(moved);
+        }
+        for topic in &mut response.responses {
+            topic.partitions.retain(|p| {
+                let key = (topic.topic_id, topic.topic.clone(), p.partition_index);
+                let Some(cached) = session.partitions.get_mut(&key) else {
+                    return true;
+                };
+                let news = p.error_code != 0
+                    || p.records.as_ref().is_some_and(|r| !r.is_empty())
+                    || p.diverging_epoch.epoch >= 0
+                    || p.high_watermark != cached.high_watermark
+                    || p.log_start_offset != cached.log_start_offset;
+                cached.high_watermark = p.high_watermark;
+                cached.log_start_offset = p.log_start_offset;
+                news || !incremental
+            });
+        }
+        response.responses.retain(|t| !t.partitions.is_empty());
+        response.with_session_id(id)
+    }
+
+    /// How many sessions are open.
+    pub fn len(&self) -> usize {
+        self.inner.lock().sessions.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Inner {
+    /// Opens a session holding `req`'s partitions; 0 when every slot is taken by a
+    /// session used within [`EVICTION_IDLE`].
+    fn open(&mut self, max_slots: usize, req: &FetchRequest, now: Instant) -> i32 {
+        if max_slots == 0 {
+            return 0;
+        }
+        if self.sessions.len() >= max_slots {
+            let idlest = self
+                .sessions
+                .iter()
+                .min_by_key(|(_, s)| s.last_used)
+                .map(|(id, s)| (*id, s.last_used));
+            match idlest {
+                Some((id, used)) if now.saturating_duration_since(used) >= EVICTION_IDLE => {
+                    self.sessions.remove(&id);
+                }
+                _ => return 0,
+            }
+        }
+        let id = loop {
+            self.last_id = self.last_id.checked_add(1).unwrap_or(1);
+            if !self.sessions.contains_key(&self.last_id) {
+                break self.last_id;
+            }
+        };
+        let mut session = Session::new(now);
+        for topic in &req.topics {
+            for p in &topic.partitions {
+                session.upsert(topic, p);
+            }
+        }
+        self.sessions.insert(id, session);
+        id
+    }
+}
+
+/// The epoch after `epoch`, wrapping past `i32::MAX` to 1 as Kafka's does.
+fn next_epoch(epoch: i32) -> i32 {
+    if epoch == i32::MAX {
+        1
+    } else {
+        epoch + 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use kafka_protocol::messages::fetch_request::ForgottenTopic;
+    use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+
+    const V: i16 = 16;
+
+    fn topic_id(n: u8) -> Uuid {
+        Uuid::from_bytes([n; 16])
+    }
+
+    fn request(id: i32, epoch: i32, partitions: &[(u8, i32, i64)]) -> FetchRequest {
+        let topics = partitions
+            .iter()
+            .map(|(t, p, offset)| {
+                FetchTopic::default()
+                    .with_topic_id(topic_id(*t))
+                    .with_partitions(vec![FetchPartition::default()
+                        .with_partition(*p)
+                        .with_fetch_offset(*offset)])
+            })
+            .collect();
+        FetchRequest::default()
+            .with_session_id(id)
+            .with_session_epoch(epoch)
+            .with_topics(topics)
+    }
+
+    /// The (topic, partition, fetch offset) a prepared request names, in order.
+    fn named(req: &FetchRequest) -> Vec<(u8, i32, i64)> {
+        req.topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(|p| (t.topic_id.as_bytes()[0], p.partition, p.fetch_offset))
+            })
+            .collect()
+    }
+
+    /// An answer for each of `req`'s partitions: (high watermark, record bytes).
+    fn response(req: &FetchRequest, answers: &[(i64, usize)]) -> FetchResponse {
+        let mut answers = answers.iter();
+        let responses = req
+            .topics
+            .iter()
+            .map(|t| {
+                let partitions = t
+                    .partitions
+                    .iter()
+                    .map(|p| {
+                        let (hw, bytes) = answers.next().expect("an answer per partition");
+                        PartitionData::default()
+                            .with_partition_index(p.partition)
+                            .with_high_watermark(*hw)
+                            .with_records(Some(Bytes::from(vec![0u8; *bytes])))
+                    })
+                    .collect();
+                FetchableTopicResponse::default()
+                    .with_topic_id(t.topic_id)
+                    .with_partitions(partitions)
+            })
+            .collect();
+        FetchResponse::default().with_responses(responses)
+    }
+
+    fn answered(r: &FetchResponse) -> Vec<(u8, i32)> {
+        r.responses
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(|p| (t.topic_id.as_bytes()[0], p.partition_index))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_session_sends_only_what_changed_and_answers_only_what_is_new() {
+        let cache = FetchSessionCache::new(10);
+        let now = Instant::now();
+        let (req, how) = cache
+            .prepare(request(0, 0, &[(1, 0, 5), (1, 1, 7), (2, 0, 9)]), V, now)
+            .unwrap();
+        let id = match how {
+            SessionUse::Full { id } => id,
+            other => panic!("{other:?}"),
+        };
+        assert!(id > 0);
+        let full = cache.complete(how, response(&req, &[(10, 0), (10, 0), (10, 0)]));
+        assert_eq!((full.session_id, answered(&full).len()), (id, 3));
+
+        // Only partition 1-1 moved on; 2-0 is forgotten.
+        let mut incremental = request(id, 1, &[(1, 1, 8)]);
+        incremental.forgotten_topics_data = vec![ForgottenTopic::default()
+            .with_topic_id(topic_id(2))
+            .with_partitions(vec![0])];
+        let (req, how) = cache.prepare(incremental, V, now).unwrap();
+        assert_eq!(how, SessionUse::Incremental { id });
+        assert_eq!(named(&req), vec![(1, 0, 5), (1, 1, 8)]);
+        // 1-0 has nothing new; 1-1 has records.
+        let answer = cache.complete(how, response(&req, &[(10, 0), (10, 100)]));
+        assert_eq!(answered(&answer), vec![(1, 1)]);
+
+        // A moved high watermark is news too; partitions that returned records go last.
+        let (req, how) = cache.prepare(request(id, 2, &[]), V, now).unwrap();
+        assert_eq!(named(&req), vec![(1, 0, 5), (1, 1, 8)]);
+        let answer = cache.complete(how, response(&req, &[(11, 0), (10, 0)]));
+        assert_eq!(answered(&answer), vec![(1, 0)]);
+    }
+
+    #[test]
+    fn partitions_that_returned_records_are_read_last_next_time() {
+        let cache = FetchSessionCache::new(10);
+        let now = Instant::now();
+        let (req, how) = cache
+            .prepare(request(0, 0, &[(1, 0, 0), (1, 1, 0), (1, 2, 0)]), V, now)
+            .unwrap();
+        let SessionUse::Full { id } = how else {
+            panic!("{how:?}")
+        };
+        cache.complete(how, response(&req, &[(10, 100), (10, 0), (10, 0)]));
+        let (req, _) = cache.prepare(request(id, 1, &[]), V, now).unwrap();
+        assert_eq!(named(&req), vec![(1, 1, 0), (1, 2, 0), (1, 0, 0)]);
+    }
+
+    #[test]
+    fn a_wrong_epoch_or_unknown_session_is_refused_and_epoch_minus_one_closes() {
+        let cache = FetchSessionCache::new(10);
+        let now = Instant::now();
+        assert_eq!(
+            cache
+                .prepare(request(0, -1, &[(1, 0, 0)]), V, now)
+                .unwrap()
+                .1,
+            SessionUse::Sessionless
+        );
+        assert_eq!(
+            cache
+                .prepare(request(0, 0, &[(1, 0, 0)]), 6, now)
+                .unwrap()
+                .1,
+            SessionUse::Sessionless,
+            "Fetch v6 has no sessions"
+        );
+        let SessionUse::Full { id } = cache.prepare(request(0, 0, &[]), V, now).unwrap().1 else {
+            panic!("a session")
+        };
+        assert_eq!(
+            cache.prepare(request(id, 2, &[]), V, now).unwrap_err(),
+            ResponseError::InvalidFetchSessionEpoch
+        );
+        assert_eq!(
+            cache.prepare(request(id + 1, 1, &[]), V, now).unwrap_err(),
+            ResponseError::FetchSessionIdNotFound
+        );
+        assert!(cache.prepare(request(id, 1, &[]), V, now).is_ok());
+        assert_eq!(
+            cache.prepare(request(id, 1, &[]), V, now).unwrap_err(),
+            ResponseError::InvalidFetchSessionEpoch,
+            "an epoch is used once"
+        );
+        cache.prepare(request(id, -1, &[]), V, now).unwrap();
+        assert!(cache.is_empty());
+    }
+
+    #[test]
+    fn a_full_cache_evicts_only_a_session_idle_for_two_minutes() {
+        let cache = FetchSessionCache::new(1);
+        let start = Instant::now();
+        let first = cache.prepare(request(0, 0, &[]), V, start).unwrap().1;
+        assert!(matches!(first, SessionUse::Full { id } if id > 0));
+        let busy = cache.prepare(request(0, 0, &[]), V, start).unwrap().1;
+        assert_eq!(busy, SessionUse::Full { id: 0 }, "no free slot");
+        let later = start + EVICTION_IDLE;
+        let second = cache.prepare(request(0, 0, &[]), V, later).unwrap().1;
+        assert!(matches!(second, SessionUse::Full { id } if id > 0) && second != first);
+        assert_eq!(cache.len(), 1);
+    }
+}
