@@ -4,19 +4,25 @@
 //! one Fetch (v15, `ReplicaState` naming this broker and its epoch), appends what comes
 //! back with the leader's offsets, takes the leader's high watermark, and truncates
 //! where the leader says the logs diverged (`DivergingEpoch`). There is no task or
-//! request per partition.
+//! request per partition, and after the first Fetch a fetcher works in an incremental
+//! fetch session (KIP-227): it names only partitions whose position moved, and the leader
+//! answers only for partitions with something new, so thousands of idle partitions cost
+//! neither side anything per round trip.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ReplicaState};
+use kafka_protocol::messages::fetch_request::{
+    FetchPartition, FetchTopic, ForgottenTopic, ReplicaState,
+};
 use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::{FetchRequest, FetchResponse};
 use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 use strom_metadata::BrokerId;
+use strom_wire::FetchSessionPlanner;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
@@ -207,6 +213,7 @@ async fn run_fetcher(
     let client_id = format!("strom-replica-fetcher-{}", state.node_id());
     let mut connection: Option<Connection> = None;
     let mut delayed: BTreeMap<(String, i32), Instant> = BTreeMap::new();
+    let mut session: FetchSessionPlanner<(Uuid, i32), FetchPartition> = Default::default();
     let mut shutdown = state.replication.shutdown.clone();
     loop {
         if *shutdown.borrow() {
@@ -216,7 +223,7 @@ async fn run_fetcher(
         let now = Instant::now();
         delayed.retain(|_, until| *until > now);
         let image = state.metadata.image();
-        let mut request_topics: Vec<FetchTopic> = Vec::new();
+        let mut wanted: HashMap<(Uuid, i32), FetchPartition> = HashMap::new();
         let mut requested: BTreeMap<(Uuid, i32), Arc<Partition>> = BTreeMap::new();
         for p in &followed {
             if delayed.contains_key(&(p.topic.clone(), p.index)) {
@@ -234,14 +241,7 @@ async fn run_fetcher(
                 .with_last_fetched_epoch(last_epoch)
                 .with_log_start_offset(log_start)
                 .with_partition_max_bytes(config.fetch_max_bytes);
-            match request_topics.last_mut() {
-                Some(t) if t.topic_id == topic.id => t.partitions.push(fetch),
-                _ => request_topics.push(
-                    FetchTopic::default()
-                        .with_topic_id(topic.id)
-                        .with_partitions(vec![fetch]),
-                ),
-            }
+            wanted.insert((topic.id, p.index), fetch);
             requested.insert((topic.id, p.index), p.clone());
         }
         if requested.is_empty() {
@@ -278,6 +278,30 @@ async fn run_fetcher(
             .quorum
             .as_ref()
             .map_or(-1, |q| q.epoch.load(std::sync::atomic::Ordering::Acquire));
+        let (session_epoch, send, forgotten) = session.plan(&wanted, true);
+        let mut request_topics: Vec<FetchTopic> = Vec::new();
+        for key in send {
+            let fetch = wanted.remove(&key).expect("planned from wanted");
+            match request_topics.last_mut() {
+                Some(t) if t.topic_id == key.0 => t.partitions.push(fetch),
+                _ => request_topics.push(
+                    FetchTopic::default()
+                        .with_topic_id(key.0)
+                        .with_partitions(vec![fetch]),
+                ),
+            }
+        }
+        let mut forgotten_topics: Vec<ForgottenTopic> = Vec::new();
+        for (topic_id, index) in forgotten {
+            match forgotten_topics.last_mut() {
+                Some(t) if t.topic_id == topic_id => t.partitions.push(index),
+                _ => forgotten_topics.push(
+                    ForgottenTopic::default()
+                        .with_topic_id(topic_id)
+                        .with_partitions(vec![index]),
+                ),
+            }
+        }
         let request = FetchRequest::default()
             .with_replica_state(
                 ReplicaState::default()
@@ -287,8 +311,10 @@ async fn run_fetcher(
             .with_max_wait_ms(config.fetch_wait_max_ms)
             .with_min_bytes(config.fetch_min_bytes)
             .with_max_bytes(config.fetch_response_max_bytes)
-            .with_session_epoch(-1)
-            .with_topics(request_topics);
+            .with_session_id(session.id)
+            .with_session_epoch(session_epoch)
+            .with_topics(request_topics)
+            .with_forgotten_topics_data(forgotten_topics);
         let max_response = usize::try_from(config.fetch_response_max_bytes)
             .unwrap_or(usize::MAX)
             .saturating_add(requested.len() * usize::try_from(config.fetch_max_bytes).unwrap_or(0))
@@ -303,12 +329,14 @@ async fn run_fetcher(
             Ok(Err(e)) => {
                 tracing::info!(source = source.0, error = %e, "replica fetch failed; reconnecting after replica.fetch.backoff.ms");
                 connection = None;
+                session.reset();
                 tokio::time::sleep(backoff).await;
                 continue;
             }
             Err(_) => {
                 tracing::info!(source = source.0, "replica fetch timed out; reconnecting");
                 connection = None;
+                session.reset();
                 continue;
             }
         };
@@ -316,11 +344,13 @@ async fn run_fetcher(
             tracing::info!(
                 source = source.0,
                 error = response.error_code,
-                "replica fetch refused"
+                "replica fetch refused; starting a new fetch session"
             );
+            session.reset();
             tokio::time::sleep(backoff).await;
             continue;
         }
+        session.answered(response.session_id);
         for topic in response.responses {
             for data in topic.partitions {
                 let Some(p) = requested.get(&(topic.topic_id, data.partition_index)) else {

@@ -27,7 +27,7 @@ use kafka_protocol::protocol::StrBytes;
 use strom_wire::batch::verify_crc;
 use strom_wire::codec::{self, Codec};
 use strom_wire::records::walk_records;
-use strom_wire::{RecordBatchHeader, BATCH_HEADER_LEN};
+use strom_wire::{FetchSessionPlanner, RecordBatchHeader, BATCH_HEADER_LEN};
 use tokio::sync::mpsc;
 
 use super::client::{NativeClient, PartitionLeader};
@@ -56,73 +56,8 @@ pub enum StartAt {
     End,
 }
 
-/// A fetch session with one broker (KIP-227).
-#[derive(Default)]
-struct FetchSession {
-    id: i32,
-    epoch: i32,
-    /// The broker answered a session request with no session: send full fetches.
-    unsupported: bool,
-    /// What the session holds: partition → (fetch offset, leader epoch) last sent.
-    sent: HashMap<i32, (i64, i32)>,
-}
-
-impl FetchSession {
-    /// The next request for `wanted` (partition → fetch offset and leader epoch): its
-    /// session epoch, the partitions to send and the partitions to forget. Without a
-    /// session every partition is sent — with epoch 0 to ask for one, or -1 (a
-    /// sessionless fetch) when the broker or the Fetch version (`sessions`) has none;
-    /// within one, only partitions that are new or whose offset or epoch moved.
-    fn plan(
-        &mut self,
-        wanted: &HashMap<i32, (i64, i32)>,
-        sessions: bool,
-    ) -> (i32, Vec<i32>, Vec<i32>) {
-        let mut forgotten = Vec::new();
-        let (epoch, mut send): (i32, Vec<i32>) = if self.id == 0 || !sessions {
-            let epoch = if self.unsupported || !sessions { -1 } else { 0 };
-            (epoch, wanted.keys().copied().collect())
-        } else {
-            forgotten = self
-                .sent
-                .keys()
-                .copied()
-                .filter(|p| !wanted.contains_key(p))
-                .collect();
-            let moved = wanted
-                .iter()
-                .filter(|(p, at)| self.sent.get(p) != Some(at))
-                .map(|(p, _)| *p)
-                .collect();
-            (self.epoch, moved)
-        };
-        send.sort_unstable();
-        forgotten.sort_unstable();
-        self.sent = wanted.clone();
-        (epoch, send, forgotten)
-    }
-
-    /// Takes the session id of the answer to the last plan: a new session starts at epoch
-    /// 1, an existing one moves on by one (wrapping to 1), and no session after asking
-    /// for one means the broker grants none.
-    fn answered(&mut self, session_id: i32) {
-        if session_id == 0 {
-            if self.id == 0 {
-                self.unsupported = true;
-            }
-            self.id = 0;
-        } else if session_id == self.id {
-            self.epoch = if self.epoch == i32::MAX {
-                1
-            } else {
-                self.epoch + 1
-            };
-        } else {
-            self.id = session_id;
-            self.epoch = 1;
-        }
-    }
-}
+/// A fetch session with one broker (KIP-227): partition → (fetch offset, leader epoch).
+type FetchSession = FetchSessionPlanner<i32, (i64, i32)>;
 
 /// Records of one partition from one Fetch answer, walked a batch at a time.
 struct PartitionRecords {
@@ -599,7 +534,7 @@ impl ConsumerState {
         };
         let session = self.sessions.entry(done.node).or_default();
         if SESSION_ERRORS.contains(&response.error_code) {
-            *session = FetchSession::default();
+            session.reset();
             return Ok(());
         }
         if response.error_code != 0 {
@@ -784,61 +719,4 @@ fn walk_batch(
         Ok(())
     })?;
     Ok(handed)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn wanted(entries: &[(i32, i64)]) -> HashMap<i32, (i64, i32)> {
-        entries.iter().map(|&(p, o)| (p, (o, 0))).collect()
-    }
-
-    #[test]
-    fn a_granted_session_sends_only_what_moved_and_forgets_what_left() {
-        let mut session = FetchSession::default();
-        assert_eq!(
-            session.plan(&wanted(&[(0, 10), (1, 20)]), true),
-            (0, vec![0, 1], vec![])
-        );
-        session.answered(77);
-        assert_eq!((session.id, session.epoch), (77, 1));
-        assert_eq!(
-            session.plan(&wanted(&[(0, 15), (1, 20)]), true),
-            (1, vec![0], vec![])
-        );
-        session.answered(77);
-        assert_eq!(
-            session.plan(&wanted(&[(0, 15), (2, 0)]), true),
-            (2, vec![2], vec![1])
-        );
-        session.answered(77);
-        assert_eq!(session.epoch, 3);
-    }
-
-    #[test]
-    fn a_broker_without_sessions_gets_full_sessionless_fetches() {
-        let mut session = FetchSession::default();
-        assert_eq!(session.plan(&wanted(&[(0, 1)]), true).0, 0);
-        session.answered(0);
-        assert!(session.unsupported);
-        assert_eq!(
-            session.plan(&wanted(&[(0, 1), (1, 1)]), true),
-            (-1, vec![0, 1], vec![])
-        );
-        let mut old = FetchSession::default();
-        assert_eq!(old.plan(&wanted(&[(0, 1)]), false).0, -1);
-    }
-
-    #[test]
-    fn a_lost_session_starts_again_with_a_full_fetch() {
-        let mut session = FetchSession::default();
-        session.plan(&wanted(&[(0, 1)]), true);
-        session.answered(5);
-        session.answered(0);
-        assert_eq!(session.id, 0);
-        // The broker ended the session (it did not refuse sessions): ask for a new one.
-        let (epoch, send, _) = session.plan(&wanted(&[(0, 9)]), true);
-        assert_eq!((epoch, send), (0, vec![0]));
-    }
 }

@@ -1,0 +1,156 @@
+//! The client side of incremental fetch sessions (KIP-227), shared by the replica
+//! fetchers and the native load generator: which partitions the next Fetch must name and
+//! which it must forget, and what the answer's session id means. Pure: the caller builds
+//! the request from the plan and hands back the answer's session id.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+
+/// A fetch session with one broker. `K` names a partition, `V` is what a request says
+/// about it (offset, epochs, limits): a partition is sent again when its `V` changed.
+#[derive(Debug, Clone)]
+pub struct FetchSessionPlanner<K, V> {
+    /// The session id (0: none).
+    pub id: i32,
+    /// The epoch the next incremental request carries.
+    pub epoch: i32,
+    /// The broker answered a request for a session with none: send sessionless fetches.
+    pub unsupported: bool,
+    /// What the session holds: each partition as last sent.
+    sent: HashMap<K, V>,
+}
+
+impl<K, V> Default for FetchSessionPlanner<K, V> {
+    fn default() -> Self {
+        Self {
+            id: 0,
+            epoch: 0,
+            unsupported: false,
+            sent: HashMap::new(),
+        }
+    }
+}
+
+impl<K: Hash + Eq + Ord + Clone, V: PartialEq + Clone> FetchSessionPlanner<K, V> {
+    /// The next request for `wanted`: its session epoch, the partitions to send and the
+    /// partitions to forget (both sorted). Without a session every partition is sent —
+    /// with epoch 0 to ask for one, or -1 (a sessionless fetch) when the broker or the
+    /// Fetch version (`sessions` false) has none; within one, only partitions that are
+    /// new or whose request changed.
+    pub fn plan(&mut self, wanted: &HashMap<K, V>, sessions: bool) -> (i32, Vec<K>, Vec<K>) {
+        let mut forgotten = Vec::new();
+        let (epoch, mut send): (i32, Vec<K>) = if self.id == 0 || !sessions {
+            let epoch = if self.unsupported || !sessions { -1 } else { 0 };
+            (epoch, wanted.keys().cloned().collect())
+        } else {
+            forgotten = self
+                .sent
+                .keys()
+                .filter(|p| !wanted.contains_key(p))
+                .cloned()
+                .collect();
+            let moved = wanted
+                .iter()
+                .filter(|(p, at)| self.sent.get(p) != Some(at))
+                .map(|(p, _)| p.clone())
+                .collect();
+            (self.epoch, moved)
+        };
+        send.sort_unstable();
+        forgotten.sort_unstable();
+        self.sent = wanted.clone();
+        (epoch, send, forgotten)
+    }
+
+    /// Takes the session id of the answer to the last plan: a new session starts at epoch
+    /// 1, an existing one moves on by one (wrapping to 1), and no session after asking
+    /// for one means the broker grants none.
+    pub fn answered(&mut self, session_id: i32) {
+        if session_id == 0 {
+            if self.id == 0 {
+                self.unsupported = true;
+            }
+            self.id = 0;
+        } else if session_id == self.id {
+            self.epoch = if self.epoch == i32::MAX {
+                1
+            } else {
+                self.epoch + 1
+            };
+        } else {
+            self.id = session_id;
+            self.epoch = 1;
+        }
+    }
+
+    /// Forgets the session (a session error, or a request whose answer never came): the
+    /// next plan asks for a new one with a full fetch.
+    pub fn reset(&mut self) {
+        *self = Self {
+            unsupported: self.unsupported,
+            ..Self::default()
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wanted(entries: &[(i32, i64)]) -> HashMap<i32, (i64, i32)> {
+        entries.iter().map(|&(p, o)| (p, (o, 0))).collect()
+    }
+
+    #[test]
+    fn a_granted_session_sends_only_what_moved_and_forgets_what_left() {
+        let mut session = FetchSessionPlanner::default();
+        assert_eq!(
+            session.plan(&wanted(&[(0, 10), (1, 20)]), true),
+            (0, vec![0, 1], vec![])
+        );
+        session.answered(77);
+        assert_eq!((session.id, session.epoch), (77, 1));
+        assert_eq!(
+            session.plan(&wanted(&[(0, 15), (1, 20)]), true),
+            (1, vec![0], vec![])
+        );
+        session.answered(77);
+        assert_eq!(
+            session.plan(&wanted(&[(0, 15), (2, 0)]), true),
+            (2, vec![2], vec![1])
+        );
+        session.answered(77);
+        assert_eq!(session.epoch, 3);
+    }
+
+    #[test]
+    fn a_broker_without_sessions_gets_full_sessionless_fetches() {
+        let mut session = FetchSessionPlanner::default();
+        assert_eq!(session.plan(&wanted(&[(0, 1)]), true).0, 0);
+        session.answered(0);
+        assert!(session.unsupported);
+        assert_eq!(
+            session.plan(&wanted(&[(0, 1), (1, 1)]), true),
+            (-1, vec![0, 1], vec![])
+        );
+        let mut old = FetchSessionPlanner::default();
+        assert_eq!(old.plan(&wanted(&[(0, 1)]), false).0, -1);
+    }
+
+    #[test]
+    fn a_lost_or_reset_session_starts_again_with_a_full_fetch() {
+        let mut session = FetchSessionPlanner::default();
+        session.plan(&wanted(&[(0, 1)]), true);
+        session.answered(5);
+        session.answered(0);
+        assert_eq!(session.id, 0);
+        // The broker ended the session (it did not refuse sessions): ask for a new one.
+        let (epoch, send, _) = session.plan(&wanted(&[(0, 9)]), true);
+        assert_eq!((epoch, send), (0, vec![0]));
+        session.answered(6);
+        session.plan(&wanted(&[(0, 9), (1, 1)]), true);
+        session.reset();
+        let (epoch, send, forgotten) = session.plan(&wanted(&[(0, 9), (1, 1)]), true);
+        assert_eq!((epoch, send, forgotten), (0, vec![0, 1], vec![]));
+    }
+}
