@@ -427,7 +427,10 @@ impl LocalCluster {
             .any(|l| l == unfenced)
         {
             if started.elapsed() > READY_TIMEOUT {
-                bail!("broker {id} was not unfenced within {READY_TIMEOUT:?} of its restart");
+                let log = self.stderr(id);
+                let lines: Vec<&str> = log.lines().collect();
+                let tail = lines[lines.len().saturating_sub(12)..].join("\n");
+                bail!("broker {id} was not unfenced within {READY_TIMEOUT:?} of its restart; the end of its log:\n{tail}");
             }
             std::thread::sleep(Duration::from_millis(5));
         }
