@@ -43,6 +43,9 @@ pub async fn run(
     let voters: Vec<i32> = state.config.kraft.voters.iter().map(|v| v.id).collect();
     let mut next_voter = 0usize;
     let timeout = Duration::from_millis(FETCH_WAIT_MS + state.config.kraft.fetch_timeout_ms);
+    // After an image could not be applied in full, the next one is applied to every topic,
+    // not only to those that changed.
+    let mut applied_in_full = true;
     loop {
         let target = match quorum.client.leader() {
             -1 => {
@@ -100,12 +103,15 @@ pub async fn run(
         let next = Arc::new(next);
         let s = state.clone();
         let applied = next.clone();
+        let previous = applied_in_full.then_some(image);
         let hosted = tokio::task::spawn_blocking(move || {
-            replica_manager::apply_image(&s, &applied, caught_up)
+            replica_manager::apply_image(&s, &applied, previous.as_deref(), caught_up)
         })
         .await;
+        applied_in_full = true;
         if let Ok(Err(e)) | Err(e) = hosted.map_err(|e| e.to_string()) {
             tracing::error!(error = %e, "could not host the partitions the metadata assigns to this broker");
+            applied_in_full = false;
         }
         state.metadata.publish_image(next);
     }

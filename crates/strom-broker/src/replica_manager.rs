@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use kafka_protocol::ResponseError;
-use strom_metadata::{BrokerId, MetadataImage, TopicImage};
+use strom_metadata::{BrokerId, ConfigResource, MetadataImage, TopicImage};
 use uuid::Uuid;
 
 use crate::partition::Partition;
@@ -116,9 +116,16 @@ pub fn leader_by_id(
 /// (`caught_up`: a restarted broker that has replayed only part of the metadata log must
 /// not take a topic created later for a deleted one) — removes local topics the image
 /// no longer has.
+///
+/// Topics that are the same as in `previous` (the image applied before, when that
+/// application succeeded: the same registration, shared, and the same configs) are not
+/// hosted or re-roled again: a
+/// broker of 13,000 replicas otherwise redid all of them for every ISR change anywhere
+/// in the cluster, which made metadata lag behind a burst of changes.
 pub fn apply_image(
     state: &Arc<BrokerState>,
     image: &MetadataImage,
+    previous: Option<&MetadataImage>,
     caught_up: bool,
 ) -> Result<(), String> {
     let me = BrokerId(state.node_id());
@@ -135,15 +142,24 @@ pub fn apply_image(
         if indexes.is_empty() {
             continue;
         }
-        state
-            .logs
-            .host(
-                &topic.name,
-                topic.id,
-                &image.topic_configs(&topic.name),
-                &indexes,
-            )
-            .map_err(|e| format!("{}: {e}", topic.name))?;
+        let configs = ConfigResource::Topic(topic.name.clone());
+        let unchanged = previous.is_some_and(|previous| {
+            previous
+                .topic_by_id(topic.id)
+                .is_some_and(|old| Arc::ptr_eq(old, topic))
+                && previous.configs.get(&configs) == image.configs.get(&configs)
+        });
+        if !unchanged {
+            state
+                .logs
+                .host(
+                    &topic.name,
+                    topic.id,
+                    &image.topic_configs(&topic.name),
+                    &indexes,
+                )
+                .map_err(|e| format!("{}: {e}", topic.name))?;
+        }
         for index in indexes {
             let Some(partition) = state.logs.partition(&topic.name, index) else {
                 continue;
@@ -152,6 +168,12 @@ pub fn apply_image(
                 continue;
             }
             let p = &topic.partitions[index as usize];
+            if unchanged {
+                if p.leader != me && p.has_leader() {
+                    followed.push((p.leader, partition));
+                }
+                continue;
+            }
             let registration = Registration {
                 leader_epoch: p.leader_epoch.0,
                 partition_epoch: p.partition_epoch.0,
