@@ -18,8 +18,8 @@
 //! At most `max.incremental.fetch.session.cache.slots` sessions exist; when all are taken,
 //! the least recently used one is evicted if it has been idle for
 //! [`EVICTION_IDLE`] (Kafka's `min.incremental.fetch.session.eviction.ms`), otherwise the
-//! new client fetches without a session. Each session holds what its requests named, so
-//! the cache is bounded by slots × the largest request.
+//! new client fetches without a session. Each session holds what its requests named, and
+//! all of them together at most [`MAX_CACHED_PARTITIONS`] partitions.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -34,6 +34,12 @@ use uuid::Uuid;
 pub const SESSIONS_SINCE: i16 = 7;
 /// A session idle this long may be evicted for a new one.
 pub const EVICTION_IDLE: Duration = Duration::from_secs(120);
+/// The most partitions all sessions together may hold (a few hundred bytes each). Kafka
+/// bounds only the number of sessions; strom also bounds what they hold, so clients that
+/// name millions of partitions (real or made up) cannot grow the cache without bound. A
+/// session that would pass it is not opened, or is closed, and its client fetches
+/// without one.
+pub const MAX_CACHED_PARTITIONS: usize = 500_000;
 
 const INITIAL_EPOCH: i32 = 0;
 const FINAL_EPOCH: i32 = -1;
@@ -108,6 +114,8 @@ pub enum SessionUse {
 #[derive(Debug)]
 pub struct FetchSessionCache {
     max_slots: usize,
+    /// [`MAX_CACHED_PARTITIONS`], smaller in tests.
+    max_partitions: usize,
     inner: Mutex<Inner>,
 }
 
@@ -121,6 +129,7 @@ impl FetchSessionCache {
     pub fn new(max_slots: usize) -> Self {
         Self {
             max_slots,
+            max_partitions: MAX_CACHED_PARTITIONS,
             inner: Mutex::new(Inner::default()),
         }
     }
@@ -148,7 +157,7 @@ impl FetchSessionCache {
             if epoch == FINAL_EPOCH {
                 return Ok((req, SessionUse::Sessionless));
             }
-            let id = inner.open(self.max_slots, &req, now);
+            let id = inner.open(self.max_slots, self.max_partitions, &req, now);
             return Ok((req, SessionUse::Full { id }));
         }
         let session = inner
@@ -158,6 +167,8 @@ impl FetchSessionCache {
         if epoch != session.next_epoch {
             return Err(ResponseError::InvalidFetchSessionEpoch);
         }
+        let others = inner.cached_partitions() - inner.sessions[&id].partitions.len();
+        let session = inner.sessions.get_mut(&id).expect("looked up above");
         session.next_epoch = next_epoch(epoch);
         session.last_used = now;
         for topic in &req.topics {
@@ -174,6 +185,10 @@ impl FetchSessionCache {
             }
             let partitions = &session.partitions;
             session.order.retain(|k| partitions.contains_key(k));
+        }
+        if others + session.partitions.len() > self.max_partitions {
+            inner.sessions.remove(&id);
+            return Err(ResponseError::FetchSessionIdNotFound);
         }
         // Consecutive partitions of one topic share an entry; a topic can appear more
         // than once (as in Kafka's answers) once rotation has interleaved it with others.
@@ -259,10 +274,23 @@ impl FetchSessionCache {
 }
 
 impl Inner {
+    /// The partitions all sessions hold.
+    fn cached_partitions(&self) -> usize {
+        self.sessions.values().map(|s| s.partitions.len()).sum()
+    }
+
     /// Opens a session holding `req`'s partitions; 0 when every slot is taken by a
-    /// session used within [`EVICTION_IDLE`].
-    fn open(&mut self, max_slots: usize, req: &FetchRequest, now: Instant) -> i32 {
-        if max_slots == 0 {
+    /// session used within [`EVICTION_IDLE`], or the sessions would hold more than
+    /// `max_partitions`.
+    fn open(
+        &mut self,
+        max_slots: usize,
+        max_partitions: usize,
+        req: &FetchRequest,
+        now: Instant,
+    ) -> i32 {
+        let named: usize = req.topics.iter().map(|t| t.partitions.len()).sum();
+        if max_slots == 0 || self.cached_partitions() + named > max_partitions {
             return 0;
         }
         if self.sessions.len() >= max_slots {
@@ -469,6 +497,34 @@ mod tests {
             "an epoch is used once"
         );
         cache.prepare(request(id, -1, &[]), V, now).unwrap();
+        assert!(cache.is_empty());
+    }
+
+    #[test]
+    fn sessions_hold_at_most_the_partition_budget() {
+        let cache = FetchSessionCache {
+            max_partitions: 3,
+            ..FetchSessionCache::new(10)
+        };
+        let now = Instant::now();
+        let two = request(0, 0, &[(1, 0, 0), (1, 1, 0)]);
+        let SessionUse::Full { id } = cache.prepare(two.clone(), V, now).unwrap().1 else {
+            panic!("a session")
+        };
+        assert!(id > 0);
+        assert_eq!(
+            cache.prepare(two, V, now).unwrap().1,
+            SessionUse::Full { id: 0 },
+            "four partitions would pass the budget: no session"
+        );
+        assert!(cache.prepare(request(id, 1, &[(1, 2, 0)]), V, now).is_ok());
+        assert_eq!(
+            cache
+                .prepare(request(id, 2, &[(1, 3, 0)]), V, now)
+                .unwrap_err(),
+            ResponseError::FetchSessionIdNotFound,
+            "growing past the budget closes the session"
+        );
         assert!(cache.is_empty());
     }
 
