@@ -122,7 +122,6 @@ pub struct FetchSessionCache {
 #[derive(Debug, Default)]
 struct Inner {
     sessions: HashMap<i32, Session>,
-    last_id: i32,
 }
 
 impl FetchSessionCache {
@@ -160,14 +159,14 @@ impl FetchSessionCache {
             let id = inner.open(self.max_slots, self.max_partitions, &req, now);
             return Ok((req, SessionUse::Full { id }));
         }
-        let session = inner
+        let current = inner
             .sessions
-            .get_mut(&id)
+            .get(&id)
             .ok_or(ResponseError::FetchSessionIdNotFound)?;
-        if epoch != session.next_epoch {
+        if epoch != current.next_epoch {
             return Err(ResponseError::InvalidFetchSessionEpoch);
         }
-        let others = inner.cached_partitions() - inner.sessions[&id].partitions.len();
+        let others = inner.cached_partitions() - current.partitions.len();
         let session = inner.sessions.get_mut(&id).expect("looked up above");
         session.next_epoch = next_epoch(epoch);
         session.last_used = now;
@@ -306,10 +305,12 @@ impl Inner {
                 _ => return 0,
             }
         }
+        // Random, as Kafka's: a client that still holds an id from before a restart, or
+        // another client's by mistake, is unlikely to reach (or close) someone's session.
         let id = loop {
-            self.last_id = self.last_id.checked_add(1).unwrap_or(1);
-            if !self.sessions.contains_key(&self.last_id) {
-                break self.last_id;
+            let id = (Uuid::new_v4().as_u128() as i32) & i32::MAX;
+            if id != 0 && !self.sessions.contains_key(&id) {
+                break id;
             }
         };
         let mut session = Session::new(now);
@@ -487,7 +488,7 @@ mod tests {
             ResponseError::InvalidFetchSessionEpoch
         );
         assert_eq!(
-            cache.prepare(request(id + 1, 1, &[]), V, now).unwrap_err(),
+            cache.prepare(request(id ^ 1, 1, &[]), V, now).unwrap_err(),
             ResponseError::FetchSessionIdNotFound
         );
         assert!(cache.prepare(request(id, 1, &[]), V, now).is_ok());
