@@ -144,11 +144,12 @@ impl FetchSessionCache {
         version: i16,
         now: Instant,
     ) -> Result<(FetchRequest, SessionUse), ResponseError> {
-        if version < SESSIONS_SINCE {
+        let (id, epoch) = (req.session_id, req.session_epoch);
+        // Most clients (librdkafka, kafkajs) never use sessions: they cost no lock.
+        if version < SESSIONS_SINCE || (id == 0 && epoch == FINAL_EPOCH) {
             return Ok((req, SessionUse::Sessionless));
         }
         let mut inner = self.inner.lock();
-        let (id, epoch) = (req.session_id, req.session_epoch);
         if epoch == FINAL_EPOCH || epoch == INITIAL_EPOCH {
             if id != 0 {
                 inner.sessions.remove(&id);

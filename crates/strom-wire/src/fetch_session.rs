@@ -32,33 +32,36 @@ impl<K, V> Default for FetchSessionPlanner<K, V> {
 }
 
 impl<K: Hash + Eq + Ord + Clone, V: PartialEq + Clone> FetchSessionPlanner<K, V> {
-    /// The next request for `wanted`: its session epoch, the partitions to send and the
-    /// partitions to forget (both sorted). Without a session every partition is sent —
-    /// with epoch 0 to ask for one, or -1 (a sessionless fetch) when the broker or the
-    /// Fetch version (`sessions` false) has none; within one, only partitions that are
-    /// new or whose request changed.
-    pub fn plan(&mut self, wanted: &HashMap<K, V>, sessions: bool) -> (i32, Vec<K>, Vec<K>) {
-        let mut forgotten = Vec::new();
-        let (epoch, mut send): (i32, Vec<K>) = if self.id == 0 || !sessions {
-            let epoch = if self.unsupported || !sessions { -1 } else { 0 };
-            (epoch, wanted.keys().cloned().collect())
+    /// The next request for `wanted`: its session epoch, the partitions to send (with
+    /// their requests) and the partitions to forget, both sorted by key. Without a
+    /// session every partition is sent — with epoch 0 to ask for one, or -1 (a
+    /// sessionless fetch) when the broker or the Fetch version (`sessions` false) has
+    /// none; within one, only partitions that are new or whose request changed. `wanted`
+    /// becomes what the session holds, so only the partitions sent are copied.
+    pub fn plan(&mut self, wanted: HashMap<K, V>, sessions: bool) -> (i32, Vec<(K, V)>, Vec<K>) {
+        let full = self.id == 0 || !sessions;
+        let epoch = match (full, self.unsupported || !sessions) {
+            (false, _) => self.epoch,
+            (true, true) => -1,
+            (true, false) => 0,
+        };
+        let mut forgotten: Vec<K> = if full {
+            Vec::new()
         } else {
-            forgotten = self
-                .sent
+            self.sent
                 .keys()
                 .filter(|p| !wanted.contains_key(p))
                 .cloned()
-                .collect();
-            let moved = wanted
-                .iter()
-                .filter(|(p, at)| self.sent.get(p) != Some(at))
-                .map(|(p, _)| p.clone())
-                .collect();
-            (self.epoch, moved)
+                .collect()
         };
-        send.sort_unstable();
+        let mut send: Vec<(K, V)> = wanted
+            .iter()
+            .filter(|(p, at)| full || self.sent.get(p) != Some(at))
+            .map(|(p, at)| (p.clone(), at.clone()))
+            .collect();
+        send.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         forgotten.sort_unstable();
-        self.sent = wanted.clone();
+        self.sent = wanted;
         (epoch, send, forgotten)
     }
 
@@ -101,22 +104,32 @@ mod tests {
         entries.iter().map(|&(p, o)| (p, (o, 0))).collect()
     }
 
+    /// A plan with the partitions sent named by key only.
+    fn plan(
+        session: &mut FetchSessionPlanner<i32, (i64, i32)>,
+        entries: &[(i32, i64)],
+        sessions: bool,
+    ) -> (i32, Vec<i32>, Vec<i32>) {
+        let (epoch, send, forgotten) = session.plan(wanted(entries), sessions);
+        (epoch, send.into_iter().map(|(p, _)| p).collect(), forgotten)
+    }
+
     #[test]
     fn a_granted_session_sends_only_what_moved_and_forgets_what_left() {
         let mut session = FetchSessionPlanner::default();
         assert_eq!(
-            session.plan(&wanted(&[(0, 10), (1, 20)]), true),
+            plan(&mut session, &[(0, 10), (1, 20)], true),
             (0, vec![0, 1], vec![])
         );
         session.answered(77);
         assert_eq!((session.id, session.epoch), (77, 1));
         assert_eq!(
-            session.plan(&wanted(&[(0, 15), (1, 20)]), true),
+            plan(&mut session, &[(0, 15), (1, 20)], true),
             (1, vec![0], vec![])
         );
         session.answered(77);
         assert_eq!(
-            session.plan(&wanted(&[(0, 15), (2, 0)]), true),
+            plan(&mut session, &[(0, 15), (2, 0)], true),
             (2, vec![2], vec![1])
         );
         session.answered(77);
@@ -126,31 +139,31 @@ mod tests {
     #[test]
     fn a_broker_without_sessions_gets_full_sessionless_fetches() {
         let mut session = FetchSessionPlanner::default();
-        assert_eq!(session.plan(&wanted(&[(0, 1)]), true).0, 0);
+        assert_eq!(plan(&mut session, &[(0, 1)], true).0, 0);
         session.answered(0);
         assert!(session.unsupported);
         assert_eq!(
-            session.plan(&wanted(&[(0, 1), (1, 1)]), true),
+            plan(&mut session, &[(0, 1), (1, 1)], true),
             (-1, vec![0, 1], vec![])
         );
         let mut old = FetchSessionPlanner::default();
-        assert_eq!(old.plan(&wanted(&[(0, 1)]), false).0, -1);
+        assert_eq!(plan(&mut old, &[(0, 1)], false).0, -1);
     }
 
     #[test]
     fn a_lost_or_reset_session_starts_again_with_a_full_fetch() {
         let mut session = FetchSessionPlanner::default();
-        session.plan(&wanted(&[(0, 1)]), true);
+        plan(&mut session, &[(0, 1)], true);
         session.answered(5);
         session.answered(0);
         assert_eq!(session.id, 0);
         // The broker ended the session (it did not refuse sessions): ask for a new one.
-        let (epoch, send, _) = session.plan(&wanted(&[(0, 9)]), true);
+        let (epoch, send, _) = plan(&mut session, &[(0, 9)], true);
         assert_eq!((epoch, send), (0, vec![0]));
         session.answered(6);
-        session.plan(&wanted(&[(0, 9), (1, 1)]), true);
+        plan(&mut session, &[(0, 9), (1, 1)], true);
         session.reset();
-        let (epoch, send, forgotten) = session.plan(&wanted(&[(0, 9), (1, 1)]), true);
+        let (epoch, send, forgotten) = plan(&mut session, &[(0, 9), (1, 1)], true);
         assert_eq!((epoch, send, forgotten), (0, vec![0, 1], vec![]));
     }
 }

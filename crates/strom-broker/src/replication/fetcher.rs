@@ -278,10 +278,9 @@ async fn run_fetcher(
             .quorum
             .as_ref()
             .map_or(-1, |q| q.epoch.load(std::sync::atomic::Ordering::Acquire));
-        let (session_epoch, send, forgotten) = session.plan(&wanted, true);
+        let (session_epoch, send, forgotten) = session.plan(wanted, true);
         let mut request_topics: Vec<FetchTopic> = Vec::new();
-        for key in send {
-            let fetch = wanted.remove(&key).expect("planned from wanted");
+        for (key, fetch) in send {
             match request_topics.last_mut() {
                 Some(t) if t.topic_id == key.0 => t.partitions.push(fetch),
                 _ => request_topics.push(

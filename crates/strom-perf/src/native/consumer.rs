@@ -454,7 +454,8 @@ impl ConsumerState {
                 )
             })
             .collect();
-        let (epoch, send, forgotten) = session.plan(&wanted, version >= 7);
+        let asked: HashSet<i32> = wanted.keys().copied().collect();
+        let (epoch, send, forgotten) = session.plan(wanted, version >= 7);
         let partition_max_bytes = self.config.max_partition_fetch_bytes;
         let request = FetchRequest::default()
             .with_replica_id((-1).into())
@@ -470,11 +471,10 @@ impl ConsumerState {
                 vec![FetchTopic::default()
                     .with_topic(self.topic.clone())
                     .with_partitions(
-                        send.iter()
-                            .map(|p| {
-                                let (offset, leader_epoch) = wanted[p];
+                        send.into_iter()
+                            .map(|(p, (offset, leader_epoch))| {
                                 FetchPartition::default()
-                                    .with_partition(*p)
+                                    .with_partition(p)
                                     .with_current_leader_epoch(leader_epoch)
                                     .with_fetch_offset(offset)
                                     .with_log_start_offset(-1)
@@ -490,7 +490,6 @@ impl ConsumerState {
                     .with_topic(self.topic.clone())
                     .with_partitions(forgotten)]
             });
-        let asked: HashSet<i32> = wanted.keys().copied().collect();
         let timeout = self.config.request_timeout + self.config.fetch_max_wait;
         match connection.send(version, &request, Some(timeout)).await {
             Ok(answer) => {
