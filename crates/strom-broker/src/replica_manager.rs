@@ -13,6 +13,9 @@ use kafka_protocol::ResponseError;
 use strom_metadata::{BrokerId, ConfigResource, MetadataImage, TopicImage};
 use uuid::Uuid;
 
+use strom_log::LogError;
+
+use crate::log_dir_workers;
 use crate::partition::Partition;
 use crate::replication::partition_state::Registration;
 use crate::{ApiError, BrokerState};
@@ -130,7 +133,7 @@ pub fn apply_image(
 ) -> Result<(), String> {
     let me = BrokerId(state.node_id());
     let mut followed = Vec::new();
-    let mut failed = Vec::new();
+    let mut transitions = Vec::new();
     for topic in image.topics() {
         let indexes: Vec<i32> = topic
             .partitions
@@ -174,25 +177,30 @@ pub fn apply_image(
                 }
                 continue;
             }
-            let registration = Registration {
-                leader_epoch: p.leader_epoch.0,
-                partition_epoch: p.partition_epoch.0,
-                replicas: p.replicas.clone(),
-                isr: p.isr.clone(),
-            };
-            let initial_hw = state
-                .replication
-                .take_initial_high_watermark(&topic.name, index);
-            if p.leader == me {
-                if let Err(e) = partition.become_leader(me, registration, initial_hw) {
-                    failed.push(format!("{}-{index}: {e}", topic.name));
-                }
-            } else {
-                partition.become_follower(me, p.leader, registration, initial_hw);
-                if p.has_leader() {
-                    followed.push((p.leader, partition));
-                }
+            transitions.push(Transition {
+                leader: p.leader,
+                registration: Registration {
+                    leader_epoch: p.leader_epoch.0,
+                    partition_epoch: p.partition_epoch.0,
+                    replicas: p.replicas.clone(),
+                    isr: p.isr.clone(),
+                },
+                initial_hw: state
+                    .replication
+                    .take_initial_high_watermark(&topic.name, index),
+                partition,
+            });
+        }
+    }
+    let mut failed = Vec::new();
+    for (transition, outcome) in transitions.iter().zip(transition_all(state, &transitions)) {
+        let p = &transition.partition;
+        match outcome {
+            Err(e) => failed.push(format!("{}-{}: {e}", p.topic, p.index)),
+            Ok(()) if transition.leader != me && transition.leader != BrokerId::NONE => {
+                followed.push((transition.leader, p.clone()))
             }
+            Ok(()) => {}
         }
     }
     state.replication.fetchers.follow(state, followed);
@@ -210,4 +218,42 @@ pub fn apply_image(
     } else {
         Err(format!("could not become leader of {}", failed.join(", ")))
     }
+}
+
+/// A partition whose registration changed: it becomes the leader or a follower of
+/// `leader` in `registration`.
+struct Transition {
+    partition: Arc<Partition>,
+    leader: BrokerId,
+    registration: Registration,
+    initial_hw: i64,
+}
+
+/// Transitions run on up to this many threads. Becoming the leader in a new epoch fsyncs
+/// the partition's leader-epoch checkpoint, as Kafka's does; a broker taking over the
+/// thousands of partitions a killed broker led did those fsyncs one after another (2.5–3.4 s
+/// for 3,600 partitions on this machine's disk, during which the partitions had no
+/// serving leader). Overlapping fsyncs share the file system's journal commits.
+const TRANSITION_THREADS: usize = 16;
+/// Transitions per thread: a few are done on the caller's thread.
+const TRANSITIONS_PER_THREAD: usize = 64;
+
+/// Applies every transition; the outcomes in the transitions' order.
+fn transition_all(state: &BrokerState, transitions: &[Transition]) -> Vec<Result<(), LogError>> {
+    let me = BrokerId(state.node_id());
+    let apply = |t: &Transition| {
+        let registration = t.registration.clone();
+        if t.leader == me {
+            t.partition.become_leader(me, registration, t.initial_hw)
+        } else {
+            t.partition
+                .become_follower(me, t.leader, registration, t.initial_hw);
+            Ok(())
+        }
+    };
+    let threads = (transitions.len() / TRANSITIONS_PER_THREAD).min(TRANSITION_THREADS);
+    if threads <= 1 {
+        return transitions.iter().map(apply).collect();
+    }
+    log_dir_workers::run(transitions, &[], threads, |t| t.partition.dir(), apply)
 }

@@ -9,7 +9,11 @@
 //! defaults that would elect spuriously on a loaded two-core machine: a voter's lease on
 //! its leader (openraft's `election_timeout_max`) is E, a follower stands for election
 //! after a random E/2..E without a heartbeat (`election_timeout_min`..max), and the
-//! leader's heartbeat is E/10. A voter refuses to elect anyone while its lease runs, so
+//! leader's heartbeat is E/4. openraft also gives each AppendEntries the heartbeat
+//! interval to answer; at E/10 (100 ms) a follower fsyncing its log on a disk busy with
+//! thousands of brokers' checkpoint writes missed it, the leader dropped the connection
+//! and backed off, and the quorum changed leaders over and over for tens of seconds. A
+//! voter refuses to elect anyone while its lease runs, so
 //! the first candidacy after a leader dies usually fails and the second, E/2..E later,
 //! wins: a new active controller within 1–2 E of the kill.
 
@@ -145,7 +149,7 @@ impl QuorumController {
             cluster_name: config.cluster_id.clone(),
             election_timeout_min: election / 2,
             election_timeout_max: election,
-            heartbeat_interval: (election / 10).max(1),
+            heartbeat_interval: (election / 4).max(1),
             install_snapshot_timeout: config.fetch_timeout_ms.max(election),
             snapshot_policy: SnapshotPolicy::LogsSinceLast(SNAPSHOT_EVERY),
             max_in_snapshot_log_to_keep: 1000,
@@ -767,12 +771,16 @@ impl QuorumController {
     /// timeout — instead of waiting for this voter's own random timer, whose first
     /// candidacy would come too early and fail. Voters wait a little longer the higher
     /// their id, so two followers that both noticed do not split the vote; a leader that
-    /// is still alive has sent AppendEntries meanwhile, and then nothing happens.
+    /// is still alive has sent AppendEntries meanwhile, and then nothing happens. Nor does
+    /// it when this voter has meanwhile moved to a later term (it voted for another
+    /// candidate, whose first AppendEntries may not have arrived yet): standing then
+    /// would depose the leader just elected, and each such candidacy set off the next.
     pub fn leader_connection_closed(self: &Arc<Self>) {
         if self.is_leader() {
             return;
         }
         let contact = *self.leader_contact.lock();
+        let term = self.raft.metrics().borrow().current_term;
         let rank = self
             .config
             .voters
@@ -785,7 +793,10 @@ impl QuorumController {
         tokio::spawn(async move {
             tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
             // A new leader (or the old one, alive) has sent AppendEntries meanwhile.
-            if *controller.leader_contact.lock() > contact || controller.is_leader() {
+            if *controller.leader_contact.lock() > contact
+                || controller.is_leader()
+                || controller.raft.metrics().borrow().current_term > term
+            {
                 return;
             }
             tracing::info!(
