@@ -356,8 +356,15 @@ async fn run_fetcher(
                     tracing::warn!(source = source.0, topic_id = %topic.topic_id, partition = data.partition_index, "the leader answered for a partition that was not asked for");
                     continue;
                 };
+                let code = data.error_code;
                 if let Err(reason) = apply_fetched(p, data) {
-                    tracing::info!(partition = %format!("{}-{}", p.topic, p.index), source = source.0, %reason, "replica fetch of a partition failed; retrying after replica.fetch.backoff.ms");
+                    let partition = format!("{}-{}", p.topic, p.index);
+                    let message = "replica fetch of a partition failed; retrying after replica.fetch.backoff.ms";
+                    if leadership_moving(code) {
+                        tracing::debug!(%partition, source = source.0, %reason, message);
+                    } else {
+                        tracing::info!(%partition, source = source.0, %reason, message);
+                    }
                     delayed.insert((p.topic.clone(), p.index), Instant::now() + backoff);
                 }
             }
@@ -366,6 +373,20 @@ async fn run_fetcher(
 }
 
 /// Applies one partition's part of a fetch response to the follower's log.
+/// Whether a partition's error says only that its leadership is moving (the metadata
+/// naming the new leader is on its way). A broker taking over thousands of partitions
+/// has each of them refused this way once; Kafka's fetcher logs these at debug.
+fn leadership_moving(error_code: i16) -> bool {
+    matches!(
+        ResponseError::try_from_code(error_code),
+        Some(
+            ResponseError::NotLeaderOrFollower
+                | ResponseError::FencedLeaderEpoch
+                | ResponseError::UnknownLeaderEpoch
+        )
+    )
+}
+
 fn apply_fetched(p: &Partition, data: PartitionData) -> Result<(), String> {
     match ResponseError::try_from_code(data.error_code) {
         None => {}
