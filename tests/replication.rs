@@ -687,11 +687,14 @@ fn bench_controller_times_seed_003_steps_beside_the_seed() {
         "2",
         "--session-timeout-ms",
         "3000",
+        "--rounds",
+        "2",
     ]);
     assert!(
         stdout.contains("broker.session.timeout.ms=3000"),
         "{stdout}"
     );
+    assert!(stdout.contains("the median of 2 rounds"), "{stdout}");
     for (topics, replicas, seed) in [("1", "60", "40"), ("2", "120", "100")] {
         let row: Vec<&str> = stdout
             .lines()
@@ -729,6 +732,16 @@ fn bench_controller_times_seed_003_steps_beside_the_seed() {
         .unwrap()
         .iter()
         .all(|s| s["broker_rss_mb"].as_f64().is_some_and(|mb| mb > 1.0)));
+    for step in sweeps[0]["steps"].as_array().unwrap() {
+        let rounds = step["rounds"].as_array().unwrap();
+        assert_eq!(rounds.len(), 2, "every round is in the JSON: {step}");
+        assert!(
+            rounds
+                .iter()
+                .all(|r| r["kill9_s"].as_f64().is_some_and(|s| s >= 1.0)),
+            "{step}"
+        );
+    }
     assert_eq!(
         (&json["cluster"]["brokers"], &json["cluster"]["controllers"]),
         (&5.into(), &3.into())

@@ -18,7 +18,9 @@
 //! Each measurement starts from a settled cluster, as the seed's did: the killed nodes
 //! back, every ISR whole and every partition led by its preferred replica (ElectLeaders
 //! PREFERRED). The sweep runs once per `--session-timeout-ms` value (the seed's
-//! 6000-ms ZooKeeper session and Kafka's 9000-ms default); `--max-topics` scales it down.
+//! 6000-ms ZooKeeper session and Kafka's 9000-ms default); `--max-topics` scales it down,
+//! and `--rounds N` repeats the measurements at each step so the figures carry a range
+//! (the tables show each measure's median, the JSON every round).
 //!
 //! The reports (`--json`, `--html`) hold every step of every sweep; the HTML page opens
 //! with a chart per measure against partitions per broker, a series per sweep beside the
@@ -85,6 +87,10 @@ struct Args {
     /// `broker.session.timeout.ms` values, one sweep each.
     #[arg(long, value_delimiter = ',', default_value = "6000,9000")]
     session_timeout_ms: Vec<u64>,
+    /// Rounds of the four measurements at each step; the tables and charts show each
+    /// measure's median, the JSON every round.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    rounds: u32,
     /// Extra settings for every node, `key=value` (repeatable).
     #[arg(long = "override")]
     overrides: Vec<String>,
@@ -97,7 +103,16 @@ pub fn main(argv: &[String]) -> ExitCode {
     super::clap_command::<Args>("strom bench controller", argv, run)
 }
 
-/// One step's measurements, in seconds.
+/// One round of a step's measurements, in seconds.
+#[derive(Serialize, Clone, Copy)]
+struct Round {
+    startup_s: f64,
+    shutdown_s: f64,
+    failover_s: f64,
+    kill9_s: f64,
+}
+
+/// One step: each measure's median over its rounds, in seconds, and every round.
 #[derive(Serialize)]
 struct Step {
     topics: u32,
@@ -106,9 +121,38 @@ struct Step {
     shutdown_s: f64,
     failover_s: f64,
     kill9_s: f64,
-    /// The restarted broker's resident memory once it leads its partitions again: what
-    /// hosting `replicas_per_broker` replicas costs.
+    /// The restarted broker's resident memory once it leads its partitions again (after
+    /// the last round): what hosting `replicas_per_broker` replicas costs.
     broker_rss_mb: f64,
+    rounds: Vec<Round>,
+}
+
+impl Step {
+    fn new(topics: u32, rounds: Vec<Round>, broker_rss_mb: f64) -> Self {
+        let median = |of: fn(&Round) -> f64| median(rounds.iter().map(of).collect());
+        Self {
+            topics,
+            replicas_per_broker: topics * PARTITIONS_PER_TOPIC as u32 * REPLICATION as u32
+                / BROKERS as u32,
+            startup_s: median(|r| r.startup_s),
+            shutdown_s: median(|r| r.shutdown_s),
+            failover_s: median(|r| r.failover_s),
+            kill9_s: median(|r| r.kill9_s),
+            broker_rss_mb,
+            rounds,
+        }
+    }
+}
+
+/// The median of `values` (the mean of the middle two for an even count).
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
 }
 
 /// One sweep of the steps, at one `broker.session.timeout.ms`.
@@ -151,6 +195,29 @@ impl Measure {
             Self::Shutdown => step.shutdown_s,
             Self::Failover => step.failover_s,
             Self::Kill9 => step.kill9_s,
+        }
+    }
+
+    /// strom's time in `round`, in seconds.
+    fn in_round(self, round: &Round) -> f64 {
+        match self {
+            Self::StartUp => round.startup_s,
+            Self::Shutdown => round.shutdown_s,
+            Self::Failover => round.failover_s,
+            Self::Kill9 => round.kill9_s,
+        }
+    }
+
+    /// `1.17 s`, or with several rounds `1.17 s (1.02–1.30)`: the median and the range.
+    fn shown(self, step: &Step) -> String {
+        let values: Vec<f64> = step.rounds.iter().map(|r| self.in_round(r)).collect();
+        let (low, high) = values
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(l, h), &v| (l.min(v), h.max(v)));
+        if values.len() > 1 {
+            format!("{:.2} s ({low:.2}–{high:.2})", self.of(step))
+        } else {
+            format!("{:.2} s", self.of(step))
         }
     }
 
@@ -255,6 +322,55 @@ fn poll(what: &str, mut condition: impl FnMut() -> Result<bool>) -> Result<()> {
     })
 }
 
+/// One round at a settled cluster: a controlled shutdown and start-up of `victim`, a kill
+/// -9 of the active controller (timed until `probe` is created through `witness`), and a
+/// kill -9 of `victim`; every node is back and the cluster settled again at the end.
+fn measure_round(
+    cluster: &mut LocalCluster,
+    victim: i32,
+    witness: &str,
+    probe: &str,
+) -> Result<Round> {
+    let (shutdown, _) = cluster.terminate(victim)?;
+    let startup = cluster.restart(victim)?;
+    settle(witness)?;
+
+    let old = cluster.active_controller()?;
+    let started = Instant::now();
+    cluster.kill9(old)?;
+    poll("a new active controller accepting a write", || {
+        create_topics(witness, &[probe.to_string()], 1, 1)
+    })?;
+    let failover = secs(started);
+    cluster.restart(old)?;
+
+    let (led, _) = led_by(&metadata(witness)?, victim);
+    let started = Instant::now();
+    cluster.kill9(victim)?;
+    poll("new leaders for the killed broker's partitions", || {
+        let m = metadata(witness)?;
+        Ok(m.topics.iter().all(|t| {
+            let name = t.name.as_ref().map_or_else(String::new, |n| n.to_string());
+            t.partitions.iter().all(|p| {
+                !led.contains(&(name.clone(), p.partition_index))
+                    || (p.leader_id.0 >= 0 && p.leader_id.0 != victim)
+            })
+        }))
+    })?;
+    let kill9 = secs(started);
+    if led.is_empty() {
+        bail!("broker {victim} led no partition to take over");
+    }
+    cluster.restart(victim)?;
+    settle(witness)?;
+    Ok(Round {
+        startup_s: startup.as_secs_f64(),
+        shutdown_s: shutdown.as_secs_f64(),
+        failover_s: failover,
+        kill9_s: kill9,
+    })
+}
+
 fn sweep(args: &Args, session_ms: u64) -> Result<Vec<Step>> {
     let mut extra = vec![
         format!("broker.session.timeout.ms={session_ms}"),
@@ -298,60 +414,22 @@ fn sweep(args: &Args, session_ms: u64) -> Result<Vec<Step>> {
         settle(&witness)?;
         eprintln!("strom bench controller: {topics} topics...");
 
-        let (shutdown, _) = cluster.terminate(victim)?;
-        let startup = cluster.restart(victim)?;
-        settle(&witness)?;
-
-        let old = cluster.active_controller()?;
-        let started = Instant::now();
-        cluster.kill9(old)?;
-        let probe = format!("seed003-probe-{topics}-{session_ms}");
-        poll("a new active controller accepting a write", || {
-            create_topics(&witness, std::slice::from_ref(&probe), 1, 1)
-        })?;
-        let failover = secs(started);
-        cluster.restart(old)?;
-
-        let (led, _) = led_by(&metadata(&witness)?, victim);
-        let started = Instant::now();
-        cluster.kill9(victim)?;
-        poll("new leaders for the killed broker's partitions", || {
-            let m = metadata(&witness)?;
-            Ok(m.topics.iter().all(|t| {
-                let name = t.name.as_ref().map_or_else(String::new, |n| n.to_string());
-                t.partitions.iter().all(|p| {
-                    !led.contains(&(name.clone(), p.partition_index))
-                        || (p.leader_id.0 >= 0 && p.leader_id.0 != victim)
-                })
-            }))
-        })?;
-        let kill9 = secs(started);
-        if led.is_empty() {
-            bail!("broker {victim} led no partition to take over");
+        let mut rounds = Vec::new();
+        for round in 0..args.rounds {
+            let probe = format!("seed003-probe-{topics}-{session_ms}-{round}");
+            rounds.push(measure_round(&mut cluster, victim, &witness, &probe)?);
         }
-        cluster.restart(victim)?;
-        settle(&witness)?;
         let broker_rss_mb = cluster
             .node(victim)
             .pid
             .context("the restarted broker has no pid")
             .and_then(resident_mb)?;
-
-        steps.push(Step {
-            topics,
-            replicas_per_broker: topics * PARTITIONS_PER_TOPIC as u32 * REPLICATION as u32
-                / BROKERS as u32,
-            startup_s: startup.as_secs_f64(),
-            shutdown_s: shutdown.as_secs_f64(),
-            failover_s: failover,
-            kill9_s: kill9,
-            broker_rss_mb,
-        });
+        steps.push(Step::new(topics, rounds, broker_rss_mb));
         // Each step's figures as it ends: a long sweep that fails later keeps them.
         let step = steps.last().expect("just pushed");
         let figures: Vec<String> = MEASURES
             .iter()
-            .map(|m| format!("{} {:.2} s", m.name(), m.of(step)))
+            .map(|m| format!("{} {}", m.name(), m.shown(step)))
             .collect();
         eprintln!(
             "strom bench controller: {topics} topics, {} replicas per broker: {}, broker RSS {:.1} MB",
@@ -364,8 +442,14 @@ fn sweep(args: &Args, session_ms: u64) -> Result<Vec<Step>> {
 }
 
 fn print(sweep: &Sweep) {
+    let rounds = sweep.steps.first().map_or(1, |s| s.rounds.len());
+    let medians = if rounds > 1 {
+        format!(", strom's the median of {rounds} rounds")
+    } else {
+        String::new()
+    };
     println!(
-        "\nstrom: {CONTROLLERS} controllers, {BROKERS} brokers, RF {REPLICATION}, {PARTITIONS_PER_TOPIC} partitions per topic, broker.session.timeout.ms={}; seed 003: Kafka 1.0 / 1.1 (ZooKeeper session 6 s), seconds",
+        "\nstrom: {CONTROLLERS} controllers, {BROKERS} brokers, RF {REPLICATION}, {PARTITIONS_PER_TOPIC} partitions per topic, broker.session.timeout.ms={}; seed 003: Kafka 1.0 / 1.1 (ZooKeeper session 6 s); seconds{medians}",
         sweep.session_timeout_ms
     );
     let names: Vec<String> = MEASURES
@@ -514,16 +598,28 @@ fn rows(sweep: &Sweep) -> Vec<ComparisonRow> {
 mod tests {
     use super::*;
 
-    fn step(topics: u32, seconds: f64) -> Step {
-        Step {
-            topics,
-            replicas_per_broker: topics * 60,
+    fn round(seconds: f64) -> Round {
+        Round {
             startup_s: seconds,
             shutdown_s: seconds,
             failover_s: seconds,
             kill9_s: seconds,
-            broker_rss_mb: 50.0,
         }
+    }
+
+    fn step(topics: u32, seconds: f64) -> Step {
+        Step::new(topics, vec![round(seconds)], 50.0)
+    }
+
+    #[test]
+    fn a_step_shows_the_median_of_its_rounds_and_their_range() {
+        let three = Step::new(221, [1.3, 1.0, 1.2].map(round).into(), 124.0);
+        assert_eq!(three.replicas_per_broker, 13_260);
+        assert_eq!(three.failover_s, 1.2);
+        assert_eq!(Measure::Failover.shown(&three), "1.20 s (1.00–1.30)");
+        let even = Step::new(1, [1.0, 2.0].map(round).into(), 10.0);
+        assert_eq!(even.kill9_s, 1.5);
+        assert_eq!(Measure::Kill9.shown(&step(1, 6.2)), "6.20 s");
     }
 
     fn sweeps() -> Vec<Sweep> {
