@@ -41,8 +41,9 @@ use crate::types::{MetadataBatch, Raft};
 
 /// Producer ids handed to a broker at a time (Kafka's `ProducerIdsBlock` size).
 pub const PRODUCER_ID_BLOCK: i32 = 1000;
-/// Batches one metadata fetch returns at most.
-const MAX_FETCH_BATCHES: usize = 1000;
+/// Records one metadata fetch returns at most (beyond its first batch): a few MB, well
+/// inside a broker's fetch timeout on a loaded machine.
+const MAX_FETCH_RECORDS: usize = 20_000;
 /// How many election timeouts a change may take to commit before it is given up.
 const COMMIT_TIMEOUT_ELECTIONS: u64 = 3;
 /// A snapshot every this many entries.
@@ -685,7 +686,7 @@ impl QuorumController {
         loop {
             if let Some(delta) = self
                 .state
-                .read(|a| a.delta_since(offset, MAX_FETCH_BATCHES))
+                .read(|a| a.delta_since(offset, MAX_FETCH_RECORDS))
             {
                 return MetadataFetched {
                     leader_id: self.leader().unwrap_or(-1),

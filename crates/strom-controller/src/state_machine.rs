@@ -52,22 +52,34 @@ impl Applied {
         self.image.offset
     }
 
-    /// What an observer at `offset` is missing, at most `max_batches` of it, or `None`
-    /// when it has everything.
-    pub fn delta_since(&self, offset: i64, max_batches: usize) -> Option<MetadataDelta> {
+    /// What an observer at `offset` is missing, at most `max_records` records of it (but
+    /// at least one batch), or `None` when it has everything. An observer with nothing
+    /// yet (a broker that just started) gets the image, which is bounded by the cluster's
+    /// size, where the history from the start can hold every change ever made.
+    ///
+    /// The bound keeps each answer small enough to arrive within the observer's fetch
+    /// timeout: a broker restarted into a cluster of 18,000 partitions whose history held
+    /// a thousand batches of up to 10,000 records each never received an answer in time,
+    /// asked again from the same offset, and was never unfenced.
+    pub fn delta_since(&self, offset: i64, max_records: usize) -> Option<MetadataDelta> {
         if offset >= self.image.offset {
             return None;
         }
         let first = self.history.front().map_or(i64::MAX, |(o, _)| *o);
-        if offset + 1 < first {
+        if offset < 0 || offset + 1 < first {
             return Some(MetadataDelta::Image(self.image.to_snapshot()));
         }
         let skip = (offset + 1 - first) as usize;
+        let mut records = 0;
         Some(MetadataDelta::Batches(
             self.history
                 .iter()
                 .skip(skip)
-                .take(max_batches)
+                .take_while(|(_, batch)| {
+                    let first_batch = records == 0;
+                    records += batch.len().max(1);
+                    first_batch || records <= max_records
+                })
                 .cloned()
                 .collect(),
         ))
@@ -392,6 +404,19 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        match sm.read(|a| a.delta_since(0, 1)) {
+            Some(MetadataDelta::Batches(b)) => assert_eq!(
+                b.iter().map(|(o, _)| *o).collect::<Vec<_>>(),
+                vec![1],
+                "at most one record's worth, but always a batch"
+            ),
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            sm.read(|a| a.delta_since(-1, 10))
+                .is_some_and(|d| matches!(d, MetadataDelta::Image(_))),
+            "an observer with nothing gets the image, not the history from the start"
+        );
         assert!(
             sm.read(|a| a.delta_since(2, 10)).is_none(),
             "nothing to send at the head"
