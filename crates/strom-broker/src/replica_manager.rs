@@ -10,10 +10,9 @@
 use std::sync::Arc;
 
 use kafka_protocol::ResponseError;
+use strom_log::LogError;
 use strom_metadata::{BrokerId, ConfigResource, MetadataImage, TopicImage};
 use uuid::Uuid;
-
-use strom_log::LogError;
 
 use crate::log_dir_workers;
 use crate::partition::Partition;

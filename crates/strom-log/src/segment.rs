@@ -166,21 +166,16 @@ impl Segment {
         let mut segment = Self::new(dir, base_offset, config, files);
         segment.size = fs::metadata(&segment.log_path)?.len();
         match mode {
-            OpenMode::Trusted {
-                next_offset: Some(next),
-            } => {
-                segment.next_offset = next;
-                if segment.size == 0 {
-                    segment.next_offset = base_offset;
-                }
-            }
-            // An empty segment (a partition never written to, which also has no
-            // checkpoint naming its end) holds nothing to read: its indexes open on first
-            // use, as any trusted segment's. Reading them here cost four file-system calls
-            // per partition, most of a start-up of 13,000 empty partitions.
-            OpenMode::Trusted { next_offset: None } if segment.size == 0 => {
+            // An empty segment ends where it starts, whatever a checkpoint says (and a
+            // partition never written to has none): nothing to read, its indexes open on
+            // first use. Reading them here cost four file-system calls per partition, most
+            // of a start-up of 13,000 empty partitions.
+            OpenMode::Trusted { .. } if segment.size == 0 => {
                 segment.next_offset = base_offset;
             }
+            OpenMode::Trusted {
+                next_offset: Some(next),
+            } => segment.next_offset = next,
             OpenMode::Trusted { next_offset: None } => {
                 let (indexes, next) = segment.load_trusted(None)?;
                 segment.next_offset = next;

@@ -372,7 +372,6 @@ async fn run_fetcher(
     }
 }
 
-/// Applies one partition's part of a fetch response to the follower's log.
 /// Whether a partition's error says only that its leadership is moving (the metadata
 /// naming the new leader is on its way). A broker taking over thousands of partitions
 /// has each of them refused this way once; Kafka's fetcher logs these at debug.
@@ -387,6 +386,7 @@ fn leadership_moving(error_code: i16) -> bool {
     )
 }
 
+/// Applies one partition's part of a fetch response to the follower's log.
 fn apply_fetched(p: &Partition, data: PartitionData) -> Result<(), String> {
     match ResponseError::try_from_code(data.error_code) {
         None => {}

@@ -117,10 +117,8 @@ struct Round {
 struct Step {
     topics: u32,
     replicas_per_broker: u32,
-    startup_s: f64,
-    shutdown_s: f64,
-    failover_s: f64,
-    kill9_s: f64,
+    #[serde(flatten)]
+    median: Round,
     /// The restarted broker's resident memory once it leads its partitions again (after
     /// the last round): what hosting `replicas_per_broker` replicas costs.
     broker_rss_mb: f64,
@@ -134,10 +132,12 @@ impl Step {
             topics,
             replicas_per_broker: topics * PARTITIONS_PER_TOPIC as u32 * REPLICATION as u32
                 / BROKERS as u32,
-            startup_s: median(|r| r.startup_s),
-            shutdown_s: median(|r| r.shutdown_s),
-            failover_s: median(|r| r.failover_s),
-            kill9_s: median(|r| r.kill9_s),
+            median: Round {
+                startup_s: median(|r| r.startup_s),
+                shutdown_s: median(|r| r.shutdown_s),
+                failover_s: median(|r| r.failover_s),
+                kill9_s: median(|r| r.kill9_s),
+            },
             broker_rss_mb,
             rounds,
         }
@@ -188,14 +188,9 @@ impl Measure {
         }
     }
 
-    /// strom's time at `step`, in seconds.
+    /// strom's time at `step` (the median of its rounds), in seconds.
     fn of(self, step: &Step) -> f64 {
-        match self {
-            Self::StartUp => step.startup_s,
-            Self::Shutdown => step.shutdown_s,
-            Self::Failover => step.failover_s,
-            Self::Kill9 => step.kill9_s,
-        }
+        self.in_round(&step.median)
     }
 
     /// strom's time in `round`, in seconds.
@@ -615,10 +610,10 @@ mod tests {
     fn a_step_shows_the_median_of_its_rounds_and_their_range() {
         let three = Step::new(221, [1.3, 1.0, 1.2].map(round).into(), 124.0);
         assert_eq!(three.replicas_per_broker, 13_260);
-        assert_eq!(three.failover_s, 1.2);
+        assert_eq!(three.median.failover_s, 1.2);
         assert_eq!(Measure::Failover.shown(&three), "1.20 s (1.00–1.30)");
         let even = Step::new(1, [1.0, 2.0].map(round).into(), 10.0);
-        assert_eq!(even.kill9_s, 1.5);
+        assert_eq!(even.median.kill9_s, 1.5);
         assert_eq!(Measure::Kill9.shown(&step(1, 6.2)), "6.20 s");
     }
 
