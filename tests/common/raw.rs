@@ -14,9 +14,6 @@ use kafka_protocol::messages::{
     ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
 
 use super::StromBroker;
 
@@ -200,33 +197,13 @@ pub fn keyless_batch(values: &[&[u8]]) -> Bytes {
 }
 
 fn encode_batch(values: &[&[u8]], keyed: bool) -> Bytes {
-    let records: Vec<Record> = values
-        .iter()
-        .enumerate()
-        .map(|(i, value)| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            // The encoder starts a new batch when offset - sequence changes.
-            sequence: i as i32 - 1,
-            timestamp: 1_700_000_000_000 + i as i64,
-            key: keyed.then(|| Bytes::from(format!("key-{i}"))),
-            value: Some(Bytes::copy_from_slice(value)),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, &records, &options).unwrap();
-    buf.freeze()
+    let records = values.iter().enumerate().map(|(i, value)| {
+        (
+            keyed.then(|| Bytes::from(format!("key-{i}"))),
+            Some(Bytes::copy_from_slice(value)),
+        )
+    });
+    strom_wire::records::plain_batch(records, 1_700_000_000_000, 1)
 }
 
 /// A new connection gets ApiVersions (v3, flexible) answered: other clients are unaffected.

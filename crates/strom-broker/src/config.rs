@@ -128,6 +128,15 @@ pub struct BrokerConfig {
     pub offsets_retention_ms: i64,
     /// `offsets.retention.check.interval.ms`
     pub offsets_retention_check_interval_ms: u64,
+    /// `offsets.topic.num.partitions`: the partitions of `__consumer_offsets`, created on
+    /// a cluster at the first FindCoordinator for a group.
+    pub offsets_topic_num_partitions: i32,
+    /// `offsets.topic.replication.factor`: until that many brokers are live the topic is
+    /// not created and groups have no coordinator, as in Kafka.
+    pub offsets_topic_replication_factor: i16,
+    /// `offsets.commit.timeout.ms`: how long a commit waits for `__consumer_offsets` to
+    /// replicate it before the coordinator answers COORDINATOR_NOT_AVAILABLE.
+    pub offsets_commit_timeout: std::time::Duration,
     /// `process.roles`, the quorum, named listeners and the KRaft timeouts.
     pub kraft: KraftConfig,
     /// The `replica.*` keys: follower fetching, ISR lag, high-watermark checkpoints.
@@ -211,6 +220,9 @@ impl BrokerConfig {
             offset_metadata_max_bytes: 4096,
             offsets_retention_ms: 10_080 * 60_000,
             offsets_retention_check_interval_ms: 600_000,
+            offsets_topic_num_partitions: 50,
+            offsets_topic_replication_factor: 3,
+            offsets_commit_timeout: std::time::Duration::from_millis(5000),
             given: props.clone(),
             kraft: KraftConfig::from_properties(&BTreeMap::new(), 1)?,
             replication: ReplicationConfig::default(),
@@ -321,6 +333,16 @@ impl BrokerConfig {
                 }
                 "offsets.retention.check.interval.ms" => {
                     c.offsets_retention_check_interval_ms = at_least(k, parse_num(k, v)?, 1)?
+                }
+                "offsets.topic.num.partitions" => {
+                    c.offsets_topic_num_partitions = at_least(k, parse_num(k, v)?, 1)?
+                }
+                "offsets.topic.replication.factor" => {
+                    c.offsets_topic_replication_factor = at_least(k, parse_num(k, v)?, 1)?
+                }
+                "offsets.commit.timeout.ms" => {
+                    let ms: u64 = at_least(k, parse_num(k, v)?, 1)?;
+                    c.offsets_commit_timeout = std::time::Duration::from_millis(ms);
                 }
                 _ if crate::topic_config::by_broker_synonym(k).is_some() => {
                     let def = crate::topic_config::by_broker_synonym(k).expect("checked");

@@ -14,6 +14,7 @@ use strom_log::LogError;
 use strom_metadata::{BrokerId, ConfigResource, MetadataImage, TopicImage};
 use uuid::Uuid;
 
+use crate::group::offsets_topic::OFFSETS_TOPIC;
 use crate::log_dir_workers;
 use crate::partition::Partition;
 use crate::replication::partition_state::Registration;
@@ -203,6 +204,7 @@ pub fn apply_image(
         }
     }
     state.replication.fetchers.follow(state, followed);
+    coordinate_groups(state, image, me);
     if caught_up {
         for local in state.logs.topics() {
             if image.topic_by_id(local.id).is_none() {
@@ -216,6 +218,35 @@ pub fn apply_image(
         Ok(())
     } else {
         Err(format!("could not become leader of {}", failed.join(", ")))
+    }
+}
+
+/// Hands the group coordinator the partitions of `__consumer_offsets` this broker leads
+/// now, and loads those it did not lead before, each on a blocking thread of its own so
+/// that a large partition does not hold up the others or the next metadata image.
+fn coordinate_groups(state: &Arc<BrokerState>, image: &MetadataImage, me: BrokerId) {
+    let (count, led) = match image.topic(OFFSETS_TOPIC) {
+        None => (0, Vec::new()),
+        Some(topic) => (
+            topic.partitions.len() as i32,
+            topic
+                .partitions
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| p.leader == me)
+                .filter_map(|(i, _)| {
+                    let partition = state.logs.partition(OFFSETS_TOPIC, i as i32)?;
+                    (partition.is_leader() && partition.offline_reason().is_none())
+                        .then_some((i as i32, partition))
+                })
+                .collect(),
+        ),
+    };
+    for (index, partition) in state.groups.lead_offsets_partitions(count, led) {
+        let state = state.clone();
+        tokio::task::spawn_blocking(move || {
+            state.groups.load_offsets_partition(index, &partition);
+        });
     }
 }
 

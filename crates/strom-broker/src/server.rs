@@ -109,16 +109,23 @@ impl Broker {
             .map_err(|e| BrokerError::Io(std::io::Error::other(e)))??;
         let producer_ids =
             ProducerIdManager::open(self.config.log_dirs[0].join("__strom_metadata"))?;
-        let groups = GroupCoordinator::open(
-            CoordinatorConfig {
-                min_session_timeout_ms: self.config.group_min_session_timeout_ms,
-                max_session_timeout_ms: self.config.group_max_session_timeout_ms,
-                max_size: self.config.group_max_size,
-                initial_rebalance_delay_ms: self.config.group_initial_rebalance_delay_ms,
-                offsets_retention_ms: self.config.offsets_retention_ms,
-            },
-            &self.config.log_dirs[0].join("__strom_metadata"),
-        )?;
+        let coordinator = CoordinatorConfig {
+            min_session_timeout_ms: self.config.group_min_session_timeout_ms,
+            max_session_timeout_ms: self.config.group_max_session_timeout_ms,
+            max_size: self.config.group_max_size,
+            initial_rebalance_delay_ms: self.config.group_initial_rebalance_delay_ms,
+            offsets_retention_ms: self.config.offsets_retention_ms,
+        };
+        // A cluster broker keeps committed offsets in `__consumer_offsets`, replicated;
+        // a standalone node in its own log.
+        let groups = if self.config.kraft.roles.is_some() {
+            GroupCoordinator::for_cluster(coordinator)
+        } else {
+            GroupCoordinator::open(
+                coordinator,
+                &self.config.log_dirs[0].join("__strom_metadata"),
+            )?
+        };
         let listener = TcpListener::bind(self.config.listener.bind_address()).await?;
         let local_addr = listener.local_addr()?;
         let advertised = self.config.advertised(local_addr);

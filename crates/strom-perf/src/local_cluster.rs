@@ -177,6 +177,11 @@ impl LocalCluster {
             .map(|n| format!("{}@{}:{}", n.id, n.host, n.controller_port))
             .collect::<Vec<_>>()
             .join(",");
+        // As Kafka's sample configs do for small clusters: a replication factor of 3
+        // for `__consumer_offsets` would leave groups without a coordinator on fewer
+        // brokers.
+        let brokers = nodes.iter().filter(|n| n.role != Role::Controller).count();
+        let offsets_replication = brokers.clamp(1, 3);
         for node in &nodes {
             std::fs::create_dir_all(&node.dir)?;
             let host = &node.host;
@@ -204,6 +209,7 @@ impl LocalCluster {
                     .to_string(),
                 format!("log.dirs={}", node.dir.join("data").display()),
                 "group.initial.rebalance.delay.ms=0".to_string(),
+                format!("offsets.topic.replication.factor={offsets_replication}"),
             ];
             lines.extend(spec.extra.iter().cloned());
             let config = node.dir.join("server.properties");

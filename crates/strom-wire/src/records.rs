@@ -2,8 +2,10 @@
 //! batch with the protocol crate's decoder; produce validation walks an uncompressed
 //! records section with [`for_each_record`], parsing only varints.
 
-use bytes::Bytes;
-use kafka_protocol::records::RecordBatchDecoder;
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
 
 use crate::BatchError;
 
@@ -16,6 +18,55 @@ pub fn first_record_at_or_after(batch: &[u8], timestamp: i64) -> Option<(i64, i6
         .iter()
         .find(|r| r.timestamp >= timestamp)
         .map(|r| (r.offset, r.timestamp))
+}
+
+/// One uncompressed batch (magic 2, no producer id, no headers) of `records` as (key,
+/// value), the first stamped `first_timestamp` and each next one `timestamp_step` later:
+/// the records strom writes itself (committed offsets) and tests send.
+pub fn plain_batch(
+    records: impl IntoIterator<Item = (Option<Bytes>, Option<Bytes>)>,
+    first_timestamp: i64,
+    timestamp_step: i64,
+) -> Bytes {
+    let records: Vec<Record> = records
+        .into_iter()
+        .enumerate()
+        .map(|(i, (key, value))| {
+            plain_record(i, key, value, first_timestamp + i as i64 * timestamp_step)
+        })
+        .collect();
+    encode_plain(&records)
+}
+
+/// Record `i` of a batch [`encode_plain`] encodes.
+pub fn plain_record(i: usize, key: Option<Bytes>, value: Option<Bytes>, timestamp: i64) -> Record {
+    Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: -1,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: TimestampType::Creation,
+        offset: i as i64,
+        // The encoder starts a new batch where offset - sequence changes.
+        sequence: i as i32 - 1,
+        timestamp,
+        key,
+        value,
+        headers: Default::default(),
+    }
+}
+
+/// `records` as one uncompressed batch of magic 2.
+pub fn encode_plain(records: &[Record]) -> Bytes {
+    let mut buf = BytesMut::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
+    RecordBatchEncoder::encode(&mut buf, records, &options).expect("an uncompressed batch encodes");
+    buf.freeze()
 }
 
 /// One record of a batch, as [`for_each_record`] sees it.
@@ -206,46 +257,26 @@ impl<'a> Cursor<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kafka_protocol::records::{
-        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    };
 
+    /// A batch of `keys`, each record with one header, so walks must skip headers.
     fn encoded(keys: &[Option<&str>]) -> Vec<u8> {
-        let records: Vec<Record> = keys
+        let records: Vec<_> = keys
             .iter()
             .enumerate()
-            .map(|(i, key)| Record {
-                transactional: false,
-                control: false,
-                delete_horizon: false,
-                partition_leader_epoch: -1,
-                producer_id: -1,
-                producer_epoch: -1,
-                timestamp_type: TimestampType::Creation,
-                offset: i as i64,
-                sequence: i as i32 - 1,
-                timestamp: 1_000 + i as i64,
-                key: key.map(|k| Bytes::from(k.to_string())),
-                value: Some(Bytes::from_static(b"value")),
-                headers: [(
+            .map(|(i, key)| {
+                let key = key.map(|k| Bytes::from(k.to_string()));
+                let value = Some(Bytes::from_static(b"value"));
+                let mut record = plain_record(i, key, value, 1_000 + i as i64);
+                record.headers = [(
                     kafka_protocol::protocol::StrBytes::from_static_str("h"),
                     Some(Bytes::from_static(b"v")),
                 )]
                 .into_iter()
-                .collect(),
+                .collect();
+                record
             })
             .collect();
-        let mut buf = bytes::BytesMut::new();
-        RecordBatchEncoder::encode(
-            &mut buf,
-            &records,
-            &RecordEncodeOptions {
-                version: 2,
-                compression: Compression::None,
-            },
-        )
-        .unwrap();
-        buf.to_vec()
+        encode_plain(&records).to_vec()
     }
 
     #[test]

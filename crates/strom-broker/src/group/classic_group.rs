@@ -907,6 +907,23 @@ impl Group {
         self.state = GroupState::Dead;
     }
 
+    /// Ends the group here because another broker coordinates it now: members waiting
+    /// in a join or sync get NOT_COORDINATOR, so they look for the new coordinator.
+    pub fn unload(&mut self) {
+        for member in self.members.values_mut() {
+            if let Some(tx) = member.awaiting_join.take() {
+                let _ = tx.send(JoinOutcome::error(
+                    ResponseError::NotCoordinator,
+                    &member.member_id,
+                ));
+            }
+            if let Some(tx) = member.awaiting_sync.take() {
+                let _ = tx.send(Err(ResponseError::NotCoordinator));
+            }
+        }
+        self.mark_dead();
+    }
+
     pub fn describe(&self) -> GroupDescription {
         let stable = self.state == GroupState::Stable;
         let protocol = if stable {

@@ -1,7 +1,9 @@
 //! The group coordinator: every classic group this broker coordinates, their timers and
 //! their committed offsets.
 //!
-//! With one broker, it coordinates every group. Each group sits behind its own lock,
+//! On a standalone node it coordinates every group; on a cluster broker, the groups
+//! whose partition of `__consumer_offsets` it leads (see `offsets_partitions`), and the
+//! rest get NOT_COORDINATOR. Each group sits behind its own lock,
 //! so groups never wait for each other; the map of groups is locked only to find or
 //! create one. Deadlines (session timeouts, the end of a join phase, a leader that never
 //! syncs) are served by one tokio task per group that sleeps until the group's earliest
@@ -25,8 +27,10 @@ use tokio::time::Instant;
 use super::classic_group::{
     Group, GroupDescription, GroupState, JoinOutcome, JoinParams, Reply, SyncOutcome, SyncParams,
 };
-use super::offset_store::{CommittedOffset, OffsetStore, TopicPartition};
+use super::offset_store::{Change, CommittedOffset, OffsetStore, TopicPartition};
+use super::offsets_partitions::{self, OffsetsPartitions, PendingWrite};
 use super::subscription::subscribed_topics;
+use crate::partition::Partition;
 use crate::BrokerError;
 
 /// The coordinator's settings (Kafka's `group.*` broker configs).
@@ -55,11 +59,17 @@ pub struct GroupCoordinator {
     config: CoordinatorConfig,
     groups: Mutex<HashMap<String, Arc<GroupEntry>>>,
     offsets: OffsetStore,
+    /// On a cluster broker, the partitions of `__consumer_offsets` it leads; `None` on a
+    /// standalone node, which coordinates every group.
+    offsets_partitions: Option<Mutex<OffsetsPartitions>>,
     /// When the offsets were loaded. When a group became empty is kept in memory only,
     /// so every group loaded from disk counts as empty since start-up: a restart can only
     /// extend its offsets' retention, never cut it short.
     started: Instant,
 }
+
+/// Each partition of an OffsetDelete with its error, if any.
+pub type PartitionResults = Vec<(TopicPartition, Option<ResponseError>)>;
 
 /// A group as ListGroups shows it.
 #[derive(Debug, Clone)]
@@ -76,8 +86,119 @@ impl GroupCoordinator {
             config,
             groups: Mutex::new(HashMap::new()),
             offsets: OffsetStore::open(offsets_dir)?,
+            offsets_partitions: None,
             started: Instant::now(),
         })
+    }
+
+    /// The coordinator of a cluster broker: it coordinates no group until it leads
+    /// partitions of `__consumer_offsets` ([`Self::lead_offsets_partitions`]).
+    pub fn for_cluster(config: CoordinatorConfig) -> Self {
+        Self {
+            config,
+            groups: Mutex::new(HashMap::new()),
+            offsets: OffsetStore::in_memory(),
+            offsets_partitions: Some(Mutex::new(OffsetsPartitions::default())),
+            started: Instant::now(),
+        }
+    }
+
+    /// Where changes of `group_id` are appended (`None` on a standalone node), or
+    /// NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS.
+    fn owner(&self, group_id: &str) -> Result<Option<Arc<Partition>>, ResponseError> {
+        match &self.offsets_partitions {
+            None => Ok(None),
+            Some(partitions) => partitions.lock().owner(group_id).map(|p| Some(p.clone())),
+        }
+    }
+
+    /// The journal of a group's changes: its partition of `__consumer_offsets`, if any.
+    fn journal(
+        partition: Option<Arc<Partition>>,
+    ) -> impl FnOnce(&[Change]) -> Result<PendingWrite, ResponseError> {
+        move |changes| match &partition {
+            None => Ok(PendingWrite::DONE),
+            Some(p) => offsets_partitions::append(p, changes),
+        }
+    }
+
+    /// Takes up the partitions of `__consumer_offsets` (of `count`) this broker leads
+    /// now: forgets the groups of those it no longer leads and returns those it must
+    /// load with [`Self::load_offsets_partition`].
+    pub fn lead_offsets_partitions(
+        &self,
+        count: i32,
+        led: Vec<(i32, Arc<Partition>)>,
+    ) -> Vec<(i32, Arc<Partition>)> {
+        let Some(partitions) = &self.offsets_partitions else {
+            return Vec::new();
+        };
+        let mut partitions = partitions.lock();
+        let (gone, load) = partitions.lead(count, led);
+        for index in gone.iter().chain(load.iter().map(|(i, _)| i)) {
+            self.forget_groups(|g| partitions.holds(*index, g));
+        }
+        for index in gone {
+            tracing::info!(
+                partition = index,
+                "no longer coordinating the groups of __consumer_offsets partition"
+            );
+        }
+        load
+    }
+
+    /// Replays partition `index` of `__consumer_offsets` and starts coordinating its
+    /// groups, unless its leadership changed meanwhile.
+    pub fn load_offsets_partition(&self, index: i32, partition: &Arc<Partition>) {
+        let Some(partitions) = &self.offsets_partitions else {
+            return;
+        };
+        let leader_epoch = partition.leader_epoch();
+        let started = std::time::Instant::now();
+        let changes = match offsets_partitions::read_all(partition) {
+            Ok(changes) => changes,
+            Err(e) => {
+                tracing::error!(partition = index, error = %e, "loading the groups of a __consumer_offsets partition failed; its groups stay unavailable");
+                return;
+            }
+        };
+        let mut partitions = partitions.lock();
+        let groups = self.offsets.load(|g| partitions.holds(index, g), changes);
+        if partitions.loaded(index, partition, leader_epoch) {
+            tracing::info!(
+                partition = index,
+                groups,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "coordinating the groups of __consumer_offsets partition"
+            );
+        } else {
+            self.offsets.unload(|g| partitions.holds(index, g));
+        }
+    }
+
+    /// When the offsets of `group_id` were loaded.
+    fn loaded_at(&self, group_id: &str) -> Instant {
+        self.offsets_partitions
+            .as_ref()
+            .and_then(|p| p.lock().loaded_at(group_id))
+            .unwrap_or(self.started)
+    }
+
+    /// Drops the members and offsets of the groups `moved` selects: another broker
+    /// coordinates them now. Members waiting in a join or sync are answered as for a
+    /// group that ended, and find the new coordinator when they rejoin.
+    fn forget_groups(&self, moved: impl Fn(&str) -> bool) {
+        let mut groups = self.groups.lock();
+        groups.retain(|group_id, entry| {
+            if moved(group_id) {
+                entry.group.lock().unload();
+                false
+            } else {
+                true
+            }
+        });
+        drop(groups);
+        self.offsets.unload(moved);
     }
 
     fn entry(&self, group_id: &str) -> Option<Arc<GroupEntry>> {
@@ -138,6 +259,9 @@ impl GroupCoordinator {
         if group_id.is_empty() {
             return JoinOutcome::error(ResponseError::InvalidGroupId, &params.member_id);
         }
+        if let Err(e) = self.owner(group_id) {
+            return JoinOutcome::error(e, &params.member_id);
+        }
         if let Err(e) = self.validate_session_timeout(params.session_timeout_ms) {
             return JoinOutcome::error(e, &params.member_id);
         }
@@ -180,6 +304,7 @@ impl GroupCoordinator {
         if group_id.is_empty() {
             return Err(ResponseError::InvalidGroupId);
         }
+        self.owner(group_id)?;
         let entry = self.entry(group_id).ok_or(ResponseError::UnknownMemberId)?;
         let (member, generation) = (params.member_id.clone(), params.generation_id);
         let reply = entry.group.lock().sync(params, Instant::now());
@@ -202,6 +327,7 @@ impl GroupCoordinator {
         if group_id.is_empty() {
             return Err(ResponseError::InvalidGroupId);
         }
+        self.owner(group_id)?;
         let entry = self.entry(group_id).ok_or(ResponseError::UnknownMemberId)?;
         let result = entry
             .group
@@ -223,6 +349,7 @@ impl GroupCoordinator {
         if group_id.is_empty() {
             return Err(ResponseError::InvalidGroupId);
         }
+        self.owner(group_id)?;
         let entry = self.entry(group_id).ok_or(ResponseError::UnknownMemberId)?;
         let results = {
             let mut group = entry.group.lock();
@@ -241,7 +368,8 @@ impl GroupCoordinator {
     }
 
     /// OffsetCommit: checks the committer's membership and generation, then writes the
-    /// offsets durably before returning.
+    /// offsets (durably on a standalone node; appended to `__consumer_offsets` on a
+    /// cluster, where the caller waits for the returned write before answering).
     pub fn commit_offsets(
         &self,
         group_id: &str,
@@ -249,7 +377,8 @@ impl GroupCoordinator {
         instance: Option<&String>,
         generation: i32,
         offsets: Vec<(TopicPartition, CommittedOffset)>,
-    ) -> Result<(), ResponseError> {
+    ) -> Result<PendingWrite, ResponseError> {
+        let partition = self.owner(group_id)?;
         match self.entry(group_id) {
             Some(entry) => entry
                 .group
@@ -261,12 +390,10 @@ impl GroupCoordinator {
             None => {}
         }
         if offsets.is_empty() {
-            return Ok(());
+            return Ok(PendingWrite::DONE);
         }
-        self.offsets.commit(group_id, offsets).map_err(|e| {
-            tracing::error!(group = group_id, error = %e, "writing committed offsets failed");
-            ResponseError::KafkaStorageError
-        })
+        self.offsets
+            .commit(group_id, offsets, Self::journal(partition))
     }
 
     /// OffsetFetch: the committed offset of each requested partition (`None` asks for
@@ -275,8 +402,9 @@ impl GroupCoordinator {
         &self,
         group_id: &str,
         partitions: Option<Vec<TopicPartition>>,
-    ) -> Vec<(TopicPartition, Option<CommittedOffset>)> {
-        match partitions {
+    ) -> Result<Vec<(TopicPartition, Option<CommittedOffset>)>, ResponseError> {
+        self.owner(group_id)?;
+        Ok(match partitions {
             Some(list) => list
                 .into_iter()
                 .map(|tp| {
@@ -290,7 +418,7 @@ impl GroupCoordinator {
                 .into_iter()
                 .map(|(tp, c)| (tp, Some(c)))
                 .collect(),
-        }
+        })
     }
 
     /// Every group: those with members and those that exist only through offsets.
@@ -325,28 +453,31 @@ impl GroupCoordinator {
     }
 
     /// DescribeGroups for one group; `None` if it does not exist.
-    pub fn describe(&self, group_id: &str) -> Option<GroupDescription> {
+    pub fn describe(&self, group_id: &str) -> Result<Option<GroupDescription>, ResponseError> {
+        self.owner(group_id)?;
         if let Some(entry) = self.entry(group_id) {
             let group = entry.group.lock();
             if group.state != GroupState::Dead {
-                return Some(group.describe());
+                return Ok(Some(group.describe()));
             }
         }
-        self.offsets
+        Ok(self
+            .offsets
             .has_offsets(group_id)
             .then(|| GroupDescription {
                 state: GroupState::Empty,
                 protocol_type: String::new(),
                 protocol_name: String::new(),
                 members: Vec::new(),
-            })
+            }))
     }
 
     /// DeleteGroups for one group: only a group without members can be deleted.
-    pub fn delete_group(&self, group_id: &str) -> Result<(), ResponseError> {
+    pub fn delete_group(&self, group_id: &str) -> Result<PendingWrite, ResponseError> {
         if group_id.is_empty() {
             return Err(ResponseError::InvalidGroupId);
         }
+        let partition = self.owner(group_id)?;
         let mut groups = self.groups.lock();
         let had_offsets = self.offsets.has_offsets(group_id);
         match groups.get(group_id) {
@@ -363,13 +494,11 @@ impl GroupCoordinator {
         }
         groups.remove(group_id);
         drop(groups);
-        if had_offsets {
-            self.offsets.delete_group(group_id).map_err(|e| {
-                tracing::error!(group = group_id, error = %e, "deleting group offsets failed");
-                ResponseError::KafkaStorageError
-            })?;
+        if !had_offsets {
+            return Ok(PendingWrite::DONE);
         }
-        Ok(())
+        self.offsets
+            .delete_group(group_id, Self::journal(partition))
     }
 
     /// OffsetDelete: removes offsets of partitions of topics no member is subscribed to.
@@ -378,7 +507,8 @@ impl GroupCoordinator {
         &self,
         group_id: &str,
         partitions: Vec<TopicPartition>,
-    ) -> Result<Vec<(TopicPartition, Option<ResponseError>)>, ResponseError> {
+    ) -> Result<(PartitionResults, PendingWrite), ResponseError> {
+        let partition = self.owner(group_id)?;
         let subscribed = match self.entry(group_id) {
             Some(entry) => {
                 let group = entry.group.lock();
@@ -397,13 +527,10 @@ impl GroupCoordinator {
         let (blocked, deletable): (Vec<_>, Vec<_>) = partitions
             .into_iter()
             .partition(|(topic, _)| subscribed.contains(topic));
-        self.offsets
-            .delete_offsets(group_id, deletable.clone())
-            .map_err(|e| {
-                tracing::error!(group = group_id, error = %e, "deleting offsets failed");
-                ResponseError::KafkaStorageError
-            })?;
-        Ok(deletable
+        let write =
+            self.offsets
+                .delete_offsets(group_id, deletable.clone(), Self::journal(partition))?;
+        let results = deletable
             .into_iter()
             .map(|tp| (tp, None))
             .chain(
@@ -411,24 +538,33 @@ impl GroupCoordinator {
                     .into_iter()
                     .map(|tp| (tp, Some(ResponseError::GroupSubscribedToTopic))),
             )
-            .collect())
+            .collect();
+        Ok((results, write))
     }
 
     /// Deletes the committed offsets past `offsets.retention.minutes` (Kafka's offset
     /// expiry since 2.1, KIP-211), durably, and forgets groups left empty and without
     /// offsets. A group with members keeps every offset. An empty group's offsets expire
     /// together once it has been empty for the retention period; a group not in the map
-    /// (standalone commits, or loaded at start-up) counts as empty since start-up. Each
+    /// (standalone commits, or loaded at start-up) counts as empty since its offsets were
+    /// loaded (start-up, or on a cluster the load of its `__consumer_offsets`
+    /// partition), as Kafka's group metadata would have kept its members. Each
     /// offset is also kept for the retention period after its own commit (`now_ms`
     /// against its commit timestamp): that is the whole rule for standalone commits, and
     /// keeps an admin's offset reset of a long-empty group from vanishing at the next
-    /// check, where Kafka would drop it.
+    /// check, where Kafka would drop it. On a cluster the deletions are appended to
+    /// `__consumer_offsets` without waiting for them: no client waits for expiry.
     pub fn expire_offsets(&self, now: Instant, now_ms: i64) {
         let retention_ms = self.config.offsets_retention_ms;
         let retention = Duration::from_millis(retention_ms.max(0) as u64);
         let old = |c: &CommittedOffset| now_ms.saturating_sub(c.commit_timestamp) >= retention_ms;
         let mut expired = 0;
         for group_id in self.offsets.groups() {
+            let Ok(partition) = self.owner(&group_id) else {
+                continue;
+            };
+            let loaded = self.loaded_at(&group_id);
+            let journal = Self::journal(partition);
             let groups = self.groups.lock();
             let result = match groups.get(&group_id).cloned() {
                 // The group's lock keeps members from joining while its offsets go.
@@ -437,19 +573,20 @@ impl GroupCoordinator {
                     let group = entry.group.lock();
                     match group.empty_since() {
                         Some(since) if now.saturating_duration_since(since) >= retention => {
-                            self.offsets.expire(&group_id, old)
+                            self.offsets.expire(&group_id, old, journal)
                         }
                         _ => continue,
                     }
                 }
                 // The map stays locked so that no member can create the group meanwhile.
-                None if now.saturating_duration_since(self.started) >= retention => {
-                    self.offsets.expire(&group_id, old)
+                None if now.saturating_duration_since(loaded) >= retention => {
+                    self.offsets.expire(&group_id, old, journal)
                 }
                 None => continue,
             };
             match result {
-                Ok(n) => expired += n,
+                Ok(Some((n, _unawaited))) => expired += n,
+                Ok(None) => {}
                 Err(e) => {
                     tracing::error!(group = %group_id, error = %e, "writing expired offsets failed");
                     break;
@@ -523,6 +660,7 @@ mod tests {
 
     fn offsets_of(c: &GroupCoordinator, group: &str) -> Vec<i64> {
         c.fetch_offsets(group, None)
+            .unwrap()
             .into_iter()
             .filter_map(|(_, o)| o.map(|o| o.offset))
             .collect()
@@ -542,14 +680,16 @@ mod tests {
             assignments: Vec::new(),
         };
         c.sync(group, sync).await.unwrap();
-        c.commit_offsets(
-            group,
-            &joined.member_id,
-            None,
-            joined.generation_id,
-            vec![committed_at(0, 0), committed_at(1, 0)],
-        )
-        .unwrap();
+        let written = c
+            .commit_offsets(
+                group,
+                &joined.member_id,
+                None,
+                joined.generation_id,
+                vec![committed_at(0, 0), committed_at(1, 0)],
+            )
+            .unwrap();
+        assert!(written.is_done());
         joined.member_id
     }
 
@@ -573,11 +713,11 @@ mod tests {
 
         c.expire_offsets(before_leave + RETENTION - Duration::from_millis(1), LATE_MS);
         assert_eq!(offsets_of(&c, "g"), vec![0, 1]);
-        assert!(c.describe("g").is_some());
+        assert!(c.describe("g").unwrap().is_some());
 
         c.expire_offsets(after_leave + RETENTION, LATE_MS);
         assert_eq!(offsets_of(&c, "g"), Vec::<i64>::new());
-        assert!(c.describe("g").is_none());
+        assert!(c.describe("g").unwrap().is_none());
         assert!(c.groups.lock().is_empty(), "the empty group is forgotten");
     }
 
@@ -585,10 +725,13 @@ mod tests {
     fn standalone_offsets_expire_a_retention_after_their_commit() {
         let dir = tempfile::tempdir().unwrap();
         let c = coordinator(dir.path());
-        c.commit_offsets("s", "", None, -1, vec![committed_at(0, 0)])
-            .unwrap();
-        c.commit_offsets("s", "", None, -1, vec![committed_at(1, 50_000)])
-            .unwrap();
+        for commit in [committed_at(0, 0), committed_at(1, 50_000)] {
+            let written = c.commit_offsets("s", "", None, -1, vec![commit]).unwrap();
+            assert!(
+                written.is_done(),
+                "a standalone commit is written when it returns"
+            );
+        }
 
         // Within a retention of start-up, offsets loaded at start-up may be of groups
         // that only just became empty: nothing goes.
@@ -601,9 +744,9 @@ mod tests {
         c.expire_offsets(later, RETENTION_MS);
         assert_eq!(offsets_of(&c, "s"), vec![1]);
         c.expire_offsets(later, 50_000 + RETENTION_MS);
-        assert!(c.describe("s").is_none());
+        assert!(c.describe("s").unwrap().is_none());
 
         drop(c);
-        assert!(coordinator(dir.path()).describe("s").is_none());
+        assert!(coordinator(dir.path()).describe("s").unwrap().is_none());
     }
 }

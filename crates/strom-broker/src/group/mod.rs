@@ -1,5 +1,6 @@
 //! Consumer groups with Kafka's classic protocol: the coordinator, its groups and
-//! members, and the durable store of committed offsets.
+//! members, and the durable store of committed offsets (a local log on a standalone
+//! node, `__consumer_offsets` on a cluster).
 //!
 //! The handlers (`handlers::join_group` and friends) translate requests into calls on
 //! [`GroupCoordinator`] and its results into responses; the protocol's rules live here.
@@ -8,6 +9,8 @@ pub mod classic_group;
 pub mod coordinator;
 pub mod member;
 pub mod offset_store;
+pub mod offsets_partitions;
+pub mod offsets_topic;
 pub mod subscription;
 
 pub use classic_group::{GroupDescription, GroupState, JoinOutcome, JoinParams, SyncParams};

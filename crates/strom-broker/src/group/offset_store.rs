@@ -1,6 +1,12 @@
-//! Durable committed offsets: the role Kafka's `__consumer_offsets` plays.
+//! Committed offsets in memory, made durable by a local log on a standalone node and by
+//! `__consumer_offsets` on a cluster broker.
 //!
-//! Every commit is appended to `group-offsets.log` before the OffsetCommit response is
+//! Every change passes a journal before it is applied, under the store's lock, so the
+//! order changes reach the journal is the order they are applied in: on a cluster the
+//! coordinator's journal appends them to the group's partition of `__consumer_offsets`
+//! (see `offsets_topic`), whose replicas a new coordinator replays.
+//!
+//! On a standalone node every commit is appended to `group-offsets.log` before the OffsetCommit response is
 //! sent, as one `write` of length-prefixed, CRC32C-checked records. A write that reached
 //! the page cache survives `kill -9`, which is the guarantee Kafka gives for its offsets
 //! topic too (it does not fsync per commit either). At start-up the log is replayed; a torn
@@ -16,6 +22,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 
 use crate::BrokerError;
@@ -49,7 +56,7 @@ pub type TopicPartition = (String, i32);
 
 /// One change to the stored offsets.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Change {
+pub enum Change {
     Commit(String, TopicPartition, CommittedOffset),
     DeleteOffset(String, TopicPartition),
     DeleteGroup(String),
@@ -61,15 +68,41 @@ pub struct OffsetStore {
     inner: Mutex<Inner>,
 }
 
+/// Every group's committed offsets.
+type Offsets = HashMap<String, BTreeMap<TopicPartition, CommittedOffset>>;
+
 #[derive(Debug)]
 struct Inner {
+    /// `None` on a cluster broker, whose journal is `__consumer_offsets`.
+    local: Option<LocalLog>,
+    offsets: Offsets,
+}
+
+/// The standalone node's `group-offsets.log`.
+#[derive(Debug)]
+struct LocalLog {
     dir: PathBuf,
     file: File,
     file_bytes: u64,
-    offsets: HashMap<String, BTreeMap<TopicPartition, CommittedOffset>>,
+}
+
+/// A journal that accepts every change as it is: the local log is the only one.
+pub fn no_journal(_: &[Change]) -> Result<(), ResponseError> {
+    Ok(())
 }
 
 impl OffsetStore {
+    /// A store without a local log, for a cluster broker: its offsets are loaded from
+    /// and journalled to `__consumer_offsets`.
+    pub fn in_memory() -> Self {
+        Self {
+            inner: Mutex::new(Inner {
+                local: None,
+                offsets: HashMap::new(),
+            }),
+        }
+    }
+
     /// Opens (or creates) the log in `dir` and replays it.
     pub fn open(dir: &Path) -> Result<Self, BrokerError> {
         fs::create_dir_all(dir)?;
@@ -96,43 +129,78 @@ impl OffsetStore {
         tracing::info!(groups, "group offsets loaded");
         Ok(Self {
             inner: Mutex::new(Inner {
-                dir: dir.to_path_buf(),
-                file,
-                file_bytes: valid as u64,
+                local: Some(LocalLog {
+                    dir: dir.to_path_buf(),
+                    file,
+                    file_bytes: valid as u64,
+                }),
                 offsets,
             }),
         })
     }
 
-    /// Durably records `commits` of `group`, then makes them visible. All of them are
+    /// Records `commits` of `group` durably, then makes them visible. All of them are
     /// written in one append, so they are recovered together or (if the machine crashes
     /// mid-write) the torn ones are dropped.
-    pub fn commit(
+    pub fn commit<T>(
         &self,
         group: &str,
         commits: Vec<(TopicPartition, CommittedOffset)>,
-    ) -> io::Result<()> {
+        journal: impl FnOnce(&[Change]) -> Result<T, ResponseError>,
+    ) -> Result<T, ResponseError> {
         let changes = commits
             .into_iter()
             .map(|(tp, c)| Change::Commit(group.to_string(), tp, c))
             .collect();
-        self.inner.lock().apply(changes)
+        self.inner.lock().apply(changes, journal)
     }
 
     /// Deletes some offsets of `group` (OffsetDelete).
-    pub fn delete_offsets(&self, group: &str, partitions: Vec<TopicPartition>) -> io::Result<()> {
+    pub fn delete_offsets<T>(
+        &self,
+        group: &str,
+        partitions: Vec<TopicPartition>,
+        journal: impl FnOnce(&[Change]) -> Result<T, ResponseError>,
+    ) -> Result<T, ResponseError> {
         let changes = partitions
             .into_iter()
             .map(|tp| Change::DeleteOffset(group.to_string(), tp))
             .collect();
-        self.inner.lock().apply(changes)
+        self.inner.lock().apply(changes, journal)
     }
 
     /// Deletes every offset of `group` (DeleteGroups).
-    pub fn delete_group(&self, group: &str) -> io::Result<()> {
+    pub fn delete_group<T>(
+        &self,
+        group: &str,
+        journal: impl FnOnce(&[Change]) -> Result<T, ResponseError>,
+    ) -> Result<T, ResponseError> {
         self.inner
             .lock()
-            .apply(vec![Change::DeleteGroup(group.to_string())])
+            .apply(vec![Change::DeleteGroup(group.to_string())], journal)
+    }
+
+    /// Replaces the offsets of the groups `owned` selects with those `changes` (a
+    /// partition of `__consumer_offsets` read from its start) leave: a broker that
+    /// became the partition's leader takes its groups over.
+    pub fn load(&self, owned: impl Fn(&str) -> bool, changes: Vec<Change>) -> usize {
+        let mut loaded = Offsets::new();
+        for change in changes {
+            apply_change(&mut loaded, change);
+        }
+        let mut inner = self.inner.lock();
+        inner.offsets.retain(|group, _| !owned(group));
+        let groups = loaded.len();
+        inner
+            .offsets
+            .extend(loaded.into_iter().filter(|(group, _)| owned(group)));
+        groups
+    }
+
+    /// Forgets the offsets of the groups `moved` selects: their partition of
+    /// `__consumer_offsets` is led elsewhere now.
+    pub fn unload(&self, moved: impl Fn(&str) -> bool) {
+        self.inner.lock().offsets.retain(|group, _| !moved(group));
     }
 
     /// Deletes the offsets of `group` that `expired` selects (retention), durably: one
@@ -140,14 +208,15 @@ impl OffsetStore {
     /// deleted after a restart. Returns how many were deleted. Selecting under the
     /// store's lock means a commit racing with expiry is judged by its own timestamp,
     /// never deleted unseen.
-    pub fn expire(
+    pub fn expire<T>(
         &self,
         group: &str,
         expired: impl Fn(&CommittedOffset) -> bool,
-    ) -> io::Result<usize> {
+        journal: impl FnOnce(&[Change]) -> Result<T, ResponseError>,
+    ) -> Result<Option<(usize, T)>, ResponseError> {
         let mut inner = self.inner.lock();
         let Some(offsets) = inner.offsets.get(group) else {
-            return Ok(0);
+            return Ok(None);
         };
         let gone: Vec<TopicPartition> = offsets
             .iter()
@@ -156,7 +225,7 @@ impl OffsetStore {
             .collect();
         let count = gone.len();
         if count == 0 {
-            return Ok(0);
+            return Ok(None);
         }
         let changes = if count == offsets.len() {
             vec![Change::DeleteGroup(group.to_string())]
@@ -165,8 +234,8 @@ impl OffsetStore {
                 .map(|tp| Change::DeleteOffset(group.to_string(), tp))
                 .collect()
         };
-        inner.apply(changes)?;
-        Ok(count)
+        let written = inner.apply(changes, journal)?;
+        Ok(Some((count, written)))
     }
 
     /// The committed offset of one partition.
@@ -195,14 +264,55 @@ impl OffsetStore {
 
     /// Size of the log file, for tests of bounded growth.
     pub fn file_bytes(&self) -> u64 {
-        self.inner.lock().file_bytes
+        self.inner.lock().local.as_ref().map_or(0, |l| l.file_bytes)
     }
 }
 
 impl Inner {
-    fn apply(&mut self, changes: Vec<Change>) -> io::Result<()> {
+    /// Passes `changes` to `journal` (with a deleted group's offsets deleted one by one,
+    /// as a compacted topic needs a tombstone per key), writes them to the local log if
+    /// there is one, and applies them.
+    fn apply<T>(
+        &mut self,
+        changes: Vec<Change>,
+        journal: impl FnOnce(&[Change]) -> Result<T, ResponseError>,
+    ) -> Result<T, ResponseError> {
+        let per_key: Vec<Change> = changes
+            .iter()
+            .flat_map(|change| match change {
+                Change::DeleteGroup(group) => self
+                    .offsets
+                    .get(group)
+                    .into_iter()
+                    .flat_map(|o| o.keys())
+                    .map(|tp| Change::DeleteOffset(group.clone(), tp.clone()))
+                    .collect(),
+                other => vec![other.clone()],
+            })
+            .collect();
+        let written = journal(&per_key)?;
+        if let Some(local) = &mut self.local {
+            local.append(&changes).map_err(|e| {
+                tracing::error!(error = %e, "writing the group offsets log failed");
+                ResponseError::KafkaStorageError
+            })?;
+        }
+        for change in changes {
+            apply_change(&mut self.offsets, change);
+        }
+        if let Some(local) = &mut self.local {
+            if let Err(e) = local.maybe_compact(&self.offsets) {
+                tracing::error!(error = %e, "compacting the group offsets log failed");
+            }
+        }
+        Ok(written)
+    }
+}
+
+impl LocalLog {
+    fn append(&mut self, changes: &[Change]) -> io::Result<()> {
         let mut buf = Vec::new();
-        for change in &changes {
+        for change in changes {
             encode_record(change, &mut buf);
         }
         if let Err(e) = self.file.write_all(&buf) {
@@ -211,14 +321,11 @@ impl Inner {
             return Err(e);
         }
         self.file_bytes += buf.len() as u64;
-        for change in changes {
-            apply_change(&mut self.offsets, change);
-        }
-        self.maybe_compact()
+        Ok(())
     }
 
-    fn live_bytes(&self) -> u64 {
-        self.offsets
+    fn live_bytes(offsets: &Offsets) -> u64 {
+        offsets
             .iter()
             .flat_map(|(g, o)| o.iter().map(move |(tp, c)| (g, tp, c)))
             .map(|(g, tp, c)| (RECORD_HEADER + 32 + g.len() + tp.0.len() + c.metadata.len()) as u64)
@@ -226,14 +333,14 @@ impl Inner {
     }
 
     /// Rewrites the log as the live offsets when it has grown far past them.
-    fn maybe_compact(&mut self) -> io::Result<()> {
+    fn maybe_compact(&mut self, live: &Offsets) -> io::Result<()> {
         if self.file_bytes < MIN_COMPACT_BYTES
-            || self.file_bytes < COMPACT_RATIO * self.live_bytes()
+            || self.file_bytes < COMPACT_RATIO * Self::live_bytes(live)
         {
             return Ok(());
         }
         let mut buf = Vec::new();
-        for (group, offsets) in &self.offsets {
+        for (group, offsets) in live {
             for (tp, c) in offsets {
                 encode_record(
                     &Change::Commit(group.clone(), tp.clone(), c.clone()),
@@ -260,10 +367,7 @@ impl Inner {
     }
 }
 
-fn apply_change(
-    offsets: &mut HashMap<String, BTreeMap<TopicPartition, CommittedOffset>>,
-    change: Change,
-) {
+fn apply_change(offsets: &mut Offsets, change: Change) {
     match change {
         Change::Commit(group, tp, c) => {
             offsets.entry(group).or_default().insert(tp, c);
@@ -283,10 +387,7 @@ fn apply_change(
 }
 
 /// Applies every whole, CRC-valid record of `bytes`; returns the length of that prefix.
-fn replay(
-    bytes: &[u8],
-    offsets: &mut HashMap<String, BTreeMap<TopicPartition, CommittedOffset>>,
-) -> usize {
+fn replay(bytes: &[u8], offsets: &mut Offsets) -> usize {
     let mut pos = 0;
     while bytes.len() - pos >= RECORD_HEADER {
         let len = u32::from_be_bytes(bytes[pos..pos + 4].try_into().expect("4 bytes")) as usize;
@@ -426,15 +527,15 @@ mod tests {
         {
             let store = OffsetStore::open(dir.path()).unwrap();
             store
-                .commit("g", vec![(("t".into(), 0), offset(5))])
+                .commit("g", vec![(("t".into(), 0), offset(5))], no_journal)
                 .unwrap();
             store
-                .commit("g", vec![(("t".into(), 0), offset(9))])
+                .commit("g", vec![(("t".into(), 0), offset(9))], no_journal)
                 .unwrap();
             store
-                .commit("h", vec![(("t".into(), 1), offset(3))])
+                .commit("h", vec![(("t".into(), 1), offset(3))], no_journal)
                 .unwrap();
-            store.delete_group("h").unwrap();
+            store.delete_group("h", no_journal).unwrap();
         }
         let path = dir.path().join(LOG_FILE);
         let mut f = OpenOptions::new().append(true).open(&path).unwrap();
@@ -444,7 +545,7 @@ mod tests {
         assert_eq!(store.get("g", &("t".into(), 0)), Some(offset(9)));
         assert!(!store.has_offsets("h"));
         store
-            .commit("g", vec![(("t".into(), 1), offset(1))])
+            .commit("g", vec![(("t".into(), 1), offset(1))], no_journal)
             .unwrap();
         let store = OffsetStore::open(dir.path()).unwrap();
         assert_eq!(store.group_offsets("g").len(), 2);
@@ -463,13 +564,17 @@ mod tests {
                 .commit(
                     "g",
                     vec![(("t".into(), 0), old(5)), (("t".into(), 1), offset(6))],
+                    no_journal,
                 )
                 .unwrap();
-            store.commit("h", vec![(("t".into(), 0), old(3))]).unwrap();
+            store
+                .commit("h", vec![(("t".into(), 0), old(3))], no_journal)
+                .unwrap();
             let is_old = |c: &CommittedOffset| c.commit_timestamp < 7;
-            assert_eq!(store.expire("g", is_old).unwrap(), 1);
-            assert_eq!(store.expire("h", is_old).unwrap(), 1);
-            assert_eq!(store.expire("h", is_old).unwrap(), 0);
+            let expire = |group| store.expire(group, is_old, no_journal).unwrap();
+            assert_eq!(expire("g"), Some((1, ())));
+            assert_eq!(expire("h"), Some((1, ())));
+            assert_eq!(expire("h"), None);
         }
         let store = OffsetStore::open(dir.path()).unwrap();
         assert_eq!(
@@ -485,7 +590,11 @@ mod tests {
         let store = OffsetStore::open(dir.path()).unwrap();
         for i in 0..300_000 {
             store
-                .commit("g", vec![(("topic".into(), i % 3), offset(i as i64))])
+                .commit(
+                    "g",
+                    vec![(("topic".into(), i % 3), offset(i as i64))],
+                    no_journal,
+                )
                 .unwrap();
         }
         assert!(store.file_bytes() < MIN_COMPACT_BYTES + 1024);

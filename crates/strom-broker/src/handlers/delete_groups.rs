@@ -5,16 +5,22 @@ use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
 
 use super::{error_code, RequestContext};
 
-pub fn handle(ctx: &RequestContext<'_>, req: DeleteGroupsRequest) -> DeleteGroupsResponse {
-    let results = req
-        .groups_names
-        .into_iter()
-        .map(|group_id| {
-            let result = ctx.state.groups.delete_group(&group_id);
+pub async fn handle(ctx: &RequestContext<'_>, req: DeleteGroupsRequest) -> DeleteGroupsResponse {
+    let mut results = Vec::with_capacity(req.groups_names.len());
+    for group_id in req.groups_names {
+        let result = match ctx.state.groups.delete_group(&group_id) {
+            Ok(write) => {
+                write
+                    .replicated(ctx.state.config.offsets_commit_timeout)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        results.push(
             DeletableGroupResult::default()
                 .with_group_id(group_id)
-                .with_error_code(error_code(result.err()))
-        })
-        .collect();
+                .with_error_code(error_code(result.err())),
+        );
+    }
     DeleteGroupsResponse::default().with_results(results)
 }

@@ -25,10 +25,14 @@ pub fn handle(ctx: &RequestContext<'_>, req: DescribeGroupsRequest) -> DescribeG
                     .with_group_id(group_id)
                     .with_error_code(ResponseError::InvalidGroupId.code());
             }
-            let Some(d) = ctx.state.groups.describe(&group_id) else {
-                return described
-                    .with_group_id(group_id)
-                    .with_group_state(StrBytes::from_static_str(GroupState::Dead.name()));
+            let d = match ctx.state.groups.describe(&group_id) {
+                Ok(Some(d)) => d,
+                Ok(None) => {
+                    return described
+                        .with_group_id(group_id)
+                        .with_group_state(StrBytes::from_static_str(GroupState::Dead.name()))
+                }
+                Err(e) => return described.with_group_id(group_id).with_error_code(e.code()),
             };
             let members = d
                 .members

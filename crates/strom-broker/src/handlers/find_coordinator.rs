@@ -1,4 +1,7 @@
-//! FindCoordinator: the broker that coordinates a group (this one on a standalone node). Transactions do
+//! FindCoordinator: the broker that coordinates a group — this one on a standalone node;
+//! on a cluster the leader of the group's partition of `__consumer_offsets`, which the
+//! first lookup creates (answering COORDINATOR_NOT_AVAILABLE until it has leaders, as
+//! Kafka does). Transactions do
 //! not exist yet: a transaction coordinator lookup gets a fatal error with a message
 //! saying so, because the retriable COORDINATOR_NOT_AVAILABLE made transactional
 //! producers wait out their whole timeout before failing.
@@ -8,38 +11,69 @@
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 use kafka_protocol::protocol::StrBytes;
+use std::time::Duration;
+
 use kafka_protocol::ResponseError;
 
 use super::RequestContext;
+use crate::group::offsets_topic::{partition_for, OFFSETS_TOPIC};
 
 /// FindCoordinator v4+ carries the keys in a list.
 const BATCHED_SINCE: i16 = 4;
 const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
 
-/// Java's `String.hashCode`, which Kafka uses to spread groups.
-fn java_hash(s: &str) -> i32 {
-    s.encode_utf16().fold(0i32, |h, c| {
-        h.wrapping_mul(31).wrapping_add(i32::from(c as i16))
-    })
-}
+/// How long a lookup waits for the controller to create `__consumer_offsets`.
+const CREATE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The broker that coordinates group `key`: this node on a standalone node; in a
-/// cluster, one of the live brokers chosen by the group id's hash (as Kafka hashes a
-/// group to a partition of `__consumer_offsets`), so every broker gives the same answer.
-/// Group state (committed offsets) stays on the broker that coordinated it: it is not
-/// yet replicated through an internal topic.
+/// The broker that coordinates group `key`: this node on a standalone node; on a cluster
+/// the leader of the group's partition of `__consumer_offsets`.
 fn group_coordinator(ctx: &RequestContext<'_>, key: &str) -> Option<strom_metadata::BrokerId> {
-    let image = ctx.state.metadata.image();
     if ctx.state.quorum.is_none() {
         return Some(strom_metadata::BrokerId(ctx.state.node_id()));
     }
-    let live: Vec<_> = image.live_brokers().map(|b| b.id).collect();
-    if live.is_empty() {
-        return None;
+    let image = ctx.state.metadata.image();
+    let topic = image.topic(OFFSETS_TOPIC)?;
+    let index = partition_for(key, topic.partitions.len() as i32);
+    let leader = topic.partitions.get(usize::try_from(index).ok()?)?.leader;
+    (leader.0 >= 0).then_some(leader)
+}
+
+/// Creates `__consumer_offsets` on a cluster that has none yet, with
+/// `offsets.topic.num.partitions` and `offsets.topic.replication.factor`; a failure (too
+/// few live brokers for the replication factor) is logged and the lookup answers
+/// COORDINATOR_NOT_AVAILABLE, so clients retry.
+async fn create_offsets_topic(ctx: &RequestContext<'_>) {
+    let state = ctx.state;
+    if state.quorum.is_none() || state.metadata.image().topic(OFFSETS_TOPIC).is_some() {
+        return;
     }
-    let index = (java_hash(key) & 0x7fff_ffff) as usize % live.len();
-    Some(live[index])
+    let spec = crate::admin::TopicSpec {
+        name: OFFSETS_TOPIC.to_string(),
+        partitions: state.config.offsets_topic_num_partitions,
+        replication_factor: state.config.offsets_topic_replication_factor,
+        assignments: Vec::new(),
+        configs: [
+            ("cleanup.policy".to_string(), "compact".to_string()),
+            ("compression.type".to_string(), "producer".to_string()),
+            ("segment.bytes".to_string(), "104857600".to_string()),
+        ]
+        .into_iter()
+        .collect(),
+    };
+    match crate::admin::create_topic(state, spec, false, CREATE_TIMEOUT).await {
+        Ok(_) => tracing::info!(
+            partitions = state.config.offsets_topic_num_partitions,
+            replication_factor = state.config.offsets_topic_replication_factor,
+            "created __consumer_offsets"
+        ),
+        Err(e) if e.code == ResponseError::TopicAlreadyExists => {}
+        Err(e) => tracing::warn!(
+            error = %e.message,
+            "could not create __consumer_offsets (offsets.topic.replication.factor is {}); groups have no coordinator until it exists",
+            state.config.offsets_topic_replication_factor
+        ),
+    }
 }
 
 /// The coordinator of one key, or why there is none.
@@ -79,7 +113,13 @@ fn message(e: ResponseError) -> StrBytes {
 pub const TRANSACTIONS_UNSUPPORTED: &str =
     "Transactions are not supported by this broker yet (strom): use an idempotent producer (enable.idempotence=true) without transactional.id.";
 
-pub fn handle(ctx: &RequestContext<'_>, req: FindCoordinatorRequest) -> FindCoordinatorResponse {
+pub async fn handle(
+    ctx: &RequestContext<'_>,
+    req: FindCoordinatorRequest,
+) -> FindCoordinatorResponse {
+    if req.key_type == KEY_TYPE_GROUP {
+        create_offsets_topic(ctx).await;
+    }
     if ctx.version >= BATCHED_SINCE {
         let coordinators = req
             .coordinator_keys

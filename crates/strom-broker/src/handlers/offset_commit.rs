@@ -2,7 +2,9 @@
 //!
 //! The group decides whether the committer may commit (membership, generation); each
 //! partition must exist and its metadata fit `offset.metadata.max.bytes`. Accepted
-//! offsets are durable when the response is sent.
+//! offsets are durable when the response is sent: written to the local log on a
+//! standalone node, replicated in `__consumer_offsets` (waiting up to
+//! `offsets.commit.timeout.ms`) on a cluster.
 
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
@@ -14,7 +16,7 @@ use super::{error_code, RequestContext};
 use crate::group::CommittedOffset;
 use crate::now_ms;
 
-pub fn handle(ctx: &RequestContext<'_>, req: OffsetCommitRequest) -> OffsetCommitResponse {
+pub async fn handle(ctx: &RequestContext<'_>, req: OffsetCommitRequest) -> OffsetCommitResponse {
     let state = ctx.state;
     let now = now_ms();
     let max_metadata = state.config.offset_metadata_max_bytes;
@@ -51,16 +53,20 @@ pub fn handle(ctx: &RequestContext<'_>, req: OffsetCommitRequest) -> OffsetCommi
         errors.push(topic_errors);
     }
     let instance = req.group_instance_id.as_ref().map(|s| s.to_string());
-    let group_error = state
-        .groups
-        .commit_offsets(
-            &req.group_id,
-            &req.member_id,
-            instance.as_ref(),
-            req.generation_id_or_member_epoch,
-            accepted,
-        )
-        .err();
+    let written = state.groups.commit_offsets(
+        &req.group_id,
+        &req.member_id,
+        instance.as_ref(),
+        req.generation_id_or_member_epoch,
+        accepted,
+    );
+    let group_error = match written {
+        Ok(write) => write
+            .replicated(state.config.offsets_commit_timeout)
+            .await
+            .err(),
+        Err(e) => Some(e),
+    };
     let topics = req
         .topics
         .into_iter()

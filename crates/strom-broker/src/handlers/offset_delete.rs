@@ -7,7 +7,7 @@ use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
 
 use super::{error_code, RequestContext};
 
-pub fn handle(ctx: &RequestContext<'_>, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
+pub async fn handle(ctx: &RequestContext<'_>, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
     let partitions = req
         .topics
         .iter()
@@ -18,7 +18,13 @@ pub fn handle(ctx: &RequestContext<'_>, req: OffsetDeleteRequest) -> OffsetDelet
         })
         .collect();
     let results = match ctx.state.groups.delete_offsets(&req.group_id, partitions) {
-        Ok(results) => results,
+        Ok((results, write)) => match write
+            .replicated(ctx.state.config.offsets_commit_timeout)
+            .await
+        {
+            Ok(()) => results,
+            Err(e) => return OffsetDeleteResponse::default().with_error_code(e.code()),
+        },
         Err(e) => return OffsetDeleteResponse::default().with_error_code(e.code()),
     };
     let topics = req

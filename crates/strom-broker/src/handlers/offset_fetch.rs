@@ -11,6 +11,7 @@ use kafka_protocol::messages::offset_fetch_response::{
 };
 use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
 
 use super::RequestContext;
 use crate::group::{CommittedOffset, TopicPartition};
@@ -25,7 +26,7 @@ fn fetch(
     ctx: &RequestContext<'_>,
     group: &str,
     topics: Option<Vec<(String, Vec<i32>)>>,
-) -> TopicOffsets {
+) -> Result<TopicOffsets, ResponseError> {
     let requested: Option<Vec<TopicPartition>> = topics.map(|ts| {
         ts.into_iter()
             .flat_map(|(t, ps)| ps.into_iter().map(move |p| (t.clone(), p)))
@@ -33,7 +34,7 @@ fn fetch(
     });
     let mut order: Vec<String> = Vec::new();
     let mut by_topic: BTreeMap<String, Vec<(i32, Option<CommittedOffset>)>> = BTreeMap::new();
-    for ((topic, partition), committed) in ctx.state.groups.fetch_offsets(group, requested) {
+    for ((topic, partition), committed) in ctx.state.groups.fetch_offsets(group, requested)? {
         if !by_topic.contains_key(&topic) {
             order.push(topic.clone());
         }
@@ -42,13 +43,13 @@ fn fetch(
             .or_default()
             .push((partition, committed));
     }
-    order
+    Ok(order
         .into_iter()
         .map(|t| {
             let partitions = by_topic.remove(&t).unwrap_or_default();
             (t, partitions)
         })
-        .collect()
+        .collect())
 }
 
 /// Builds the response's topics from [`fetch`]'s result. The single-group and the
@@ -97,14 +98,15 @@ pub fn handle(ctx: &RequestContext<'_>, req: OffsetFetchRequest) -> OffsetFetchR
                         .map(|t| (t.name.to_string(), t.partition_indexes))
                         .collect()
                 });
-                let offsets = fetch(ctx, &g.group_id, topics);
-                OffsetFetchResponseGroup::default()
-                    .with_group_id(g.group_id)
-                    .with_topics(topics_response!(
+                let group = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
+                match fetch(ctx, &g.group_id, topics) {
+                    Ok(offsets) => group.with_topics(topics_response!(
                         offsets,
                         OffsetFetchResponseTopics,
                         OffsetFetchResponsePartitions
-                    ))
+                    )),
+                    Err(e) => group.with_error_code(e.code()),
+                }
             })
             .collect();
         return OffsetFetchResponse::default().with_groups(groups);
@@ -114,10 +116,36 @@ pub fn handle(ctx: &RequestContext<'_>, req: OffsetFetchRequest) -> OffsetFetchR
             .map(|t| (t.name.to_string(), t.partition_indexes))
             .collect()
     });
-    let offsets = fetch(ctx, &req.group_id, topics);
-    OffsetFetchResponse::default().with_topics(topics_response!(
-        offsets,
-        OffsetFetchResponseTopic,
-        OffsetFetchResponsePartition
-    ))
+    match fetch(ctx, &req.group_id, topics.clone()) {
+        Ok(offsets) => OffsetFetchResponse::default().with_topics(topics_response!(
+            offsets,
+            OffsetFetchResponseTopic,
+            OffsetFetchResponsePartition
+        )),
+        // v0 and v1 have no top-level error: each requested partition carries it.
+        Err(e) => {
+            let partitions_with_error = topics
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(name, indexes)| {
+                    OffsetFetchResponseTopic::default()
+                        .with_name(topic_name(name))
+                        .with_partitions(
+                            indexes
+                                .into_iter()
+                                .map(|i| {
+                                    OffsetFetchResponsePartition::default()
+                                        .with_partition_index(i)
+                                        .with_committed_offset(-1)
+                                        .with_error_code(e.code())
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+            OffsetFetchResponse::default()
+                .with_error_code(e.code())
+                .with_topics(partitions_with_error)
+        }
+    }
 }

@@ -1,0 +1,205 @@
+//! On a cluster broker, the partitions of `__consumer_offsets` this broker leads: the
+//! groups it coordinates, whether their offsets are loaded yet, and where their changes
+//! are appended.
+//!
+//! A broker that becomes a partition's leader replays it from its log start before it
+//! serves the partition's groups (COORDINATOR_LOAD_IN_PROGRESS meanwhile, as in Kafka);
+//! a broker that stops leading it forgets them at once (NOT_COORDINATOR), and their
+//! members rejoin the new leader. A change is appended to the partition with acks=all
+//! and answered once the partition's high watermark passes it, so an acknowledged commit
+//! survives as the partition's acknowledged records do.
+
+use std::collections::hash_map::{Entry, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use kafka_protocol::ResponseError;
+
+use super::offset_store::Change;
+use super::offsets_topic::{self, partition_for};
+use crate::partition::{Partition, PendingCommit};
+use crate::ApiError;
+
+/// A partition this broker leads, in the leader epoch it was taken up in.
+#[derive(Debug)]
+struct Led {
+    partition: Arc<Partition>,
+    leader_epoch: i32,
+    /// When its groups were loaded; `None` while loading.
+    loaded: Option<Instant>,
+}
+
+/// The led partitions of `__consumer_offsets`.
+#[derive(Debug, Default)]
+pub struct OffsetsPartitions {
+    /// The topic's partition count; 0 until the topic exists.
+    count: i32,
+    led: HashMap<i32, Led>,
+}
+
+/// A change appended to `__consumer_offsets`, not yet known to be replicated; `None` on
+/// a standalone node, whose local log is written before the change is applied.
+#[derive(Debug)]
+#[must_use = "a commit is acknowledged only once it is replicated"]
+pub struct PendingWrite(Option<(Arc<Partition>, PendingCommit)>);
+
+impl PendingWrite {
+    pub const DONE: Self = Self(None);
+
+    /// Whether nothing is left to wait for (always on a standalone node).
+    pub fn is_done(&self) -> bool {
+        self.0.is_none()
+    }
+
+    /// Waits until the change is replicated as the partition's acks=all produce would be.
+    pub async fn replicated(self, timeout: Duration) -> Result<(), ResponseError> {
+        match self.0 {
+            None => Ok(()),
+            Some((partition, commit)) => partition
+                .wait_for_commit(&commit, timeout)
+                .await
+                .map_err(coordinator_error),
+        }
+    }
+}
+
+/// The error a group client gets for a failed append, as Kafka maps them: the
+/// coordinator is busy or moving, never a partition-level error the client would not
+/// expect from its coordinator.
+fn coordinator_error(e: ApiError) -> ResponseError {
+    match e.code {
+        ResponseError::UnknownTopicOrPartition
+        | ResponseError::NotEnoughReplicas
+        | ResponseError::NotEnoughReplicasAfterAppend
+        | ResponseError::RequestTimedOut => ResponseError::CoordinatorNotAvailable,
+        ResponseError::NotLeaderOrFollower | ResponseError::KafkaStorageError => {
+            ResponseError::NotCoordinator
+        }
+        ResponseError::MessageTooLarge
+        | ResponseError::RecordListTooLarge
+        | ResponseError::InvalidFetchSize => ResponseError::InvalidCommitOffsetSize,
+        other => other,
+    }
+}
+
+impl OffsetsPartitions {
+    /// The partition holding `group`, if this broker coordinates it and has loaded it.
+    pub fn owner(&self, group: &str) -> Result<&Arc<Partition>, ResponseError> {
+        if self.count == 0 {
+            return Err(ResponseError::NotCoordinator);
+        }
+        match self.led.get(&partition_for(group, self.count)) {
+            Some(led) if led.loaded.is_some() => Ok(&led.partition),
+            Some(_) => Err(ResponseError::CoordinatorLoadInProgress),
+            None => Err(ResponseError::NotCoordinator),
+        }
+    }
+
+    /// When the partition holding `group` was loaded, if it is.
+    pub fn loaded_at(&self, group: &str) -> Option<Instant> {
+        (self.count > 0)
+            .then(|| self.led.get(&partition_for(group, self.count)))
+            .flatten()
+            .and_then(|led| led.loaded)
+    }
+
+    /// Whether `group` lives in partition `index`.
+    pub fn holds(&self, index: i32, group: &str) -> bool {
+        self.count > 0 && partition_for(group, self.count) == index
+    }
+
+    /// Takes up the partitions led now (`count` in all): returns the indexes no longer
+    /// led, whose groups must be forgotten, and the partitions newly led (or led in a new
+    /// epoch), which must be loaded.
+    pub fn lead(
+        &mut self,
+        count: i32,
+        now_led: Vec<(i32, Arc<Partition>)>,
+    ) -> (Vec<i32>, Vec<(i32, Arc<Partition>)>) {
+        self.count = count;
+        let now_led: HashMap<i32, Arc<Partition>> = now_led.into_iter().collect();
+        let same = |led: &Led, p: &Arc<Partition>| {
+            Arc::ptr_eq(&led.partition, p) && led.leader_epoch == p.leader_epoch()
+        };
+        let gone: Vec<i32> = self
+            .led
+            .iter()
+            .filter(|(i, led)| !now_led.get(i).is_some_and(|p| same(led, p)))
+            .map(|(i, _)| *i)
+            .collect();
+        for i in &gone {
+            self.led.remove(i);
+        }
+        let mut load = Vec::new();
+        for (i, partition) in now_led {
+            if let Entry::Vacant(entry) = self.led.entry(i) {
+                entry.insert(Led {
+                    partition: partition.clone(),
+                    leader_epoch: partition.leader_epoch(),
+                    loaded: None,
+                });
+                load.push((i, partition));
+            }
+        }
+        (gone, load)
+    }
+
+    /// Marks partition `index` loaded if it is still led as it was when its load began.
+    pub fn loaded(&mut self, index: i32, partition: &Arc<Partition>, leader_epoch: i32) -> bool {
+        match self.led.get_mut(&index) {
+            Some(led)
+                if Arc::ptr_eq(&led.partition, partition) && led.leader_epoch == leader_epoch =>
+            {
+                led.loaded = Some(Instant::now());
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Appends `changes` to `partition` with acks=all; the append is in the log (and so in
+/// the order the store applies changes) when this returns.
+pub fn append(
+    partition: &Arc<Partition>,
+    changes: &[Change],
+) -> Result<PendingWrite, ResponseError> {
+    if changes.is_empty() {
+        return Ok(PendingWrite::DONE);
+    }
+    let batch = offsets_topic::encode(changes, crate::now_ms());
+    let (_, commit) = partition
+        .append_as_leader(&batch, -1)
+        .map_err(coordinator_error)?;
+    Ok(PendingWrite(Some((partition.clone(), commit))))
+}
+
+/// Every change in `partition`'s log, from its start to its end, for a new leader.
+pub fn read_all(partition: &Partition) -> Result<Vec<Change>, String> {
+    const CHUNK: usize = 1 << 20;
+    let end = partition
+        .with_log(|log| log.log_end_offset())
+        .map_err(|e| e.to_string())?;
+    let mut offset = partition
+        .with_log(|log| log.log_start_offset())
+        .map_err(|e| e.to_string())?;
+    let mut changes = Vec::new();
+    while offset < end {
+        let bytes = partition
+            .read(offset, CHUNK, true, true)
+            .records
+            .map_err(|e| e.to_string())?;
+        if bytes.is_empty() {
+            break;
+        }
+        let (read, next) = offsets_topic::decode(bytes)?;
+        changes.extend(read);
+        if next <= offset {
+            return Err(format!("the log did not advance past offset {offset}"));
+        }
+        offset = next;
+    }
+    Ok(changes)
+}

@@ -1,0 +1,186 @@
+//! `__consumer_offsets` on a cluster: which partition holds a group, and committed offsets
+//! as that topic's records, in Kafka's own key and value formats (so Kafka's tools that
+//! read the topic read strom's too).
+//!
+//! A group lives in partition `abs(hash(group id)) % partitions`, with Java's
+//! `String.hashCode` and Kafka's `Utils.abs` (which maps `i32::MIN` to 0): the broker
+//! that leads that partition coordinates the group, as in Kafka. Each offset is one
+//! record keyed by (group, topic, partition); deleting it writes a tombstone (a null
+//! value) for the same key, so the latest record of each key is the offset's state.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::records::RecordBatchDecoder;
+use strom_wire::FieldReader;
+
+use super::offset_store::{Change, CommittedOffset};
+
+/// The internal topic's name.
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+
+/// Key versions 0 and 1 are an offset commit; 2 is a group's metadata, which strom does
+/// not write (members rejoin a new coordinator) and skips when it reads one.
+const OFFSET_COMMIT_KEY_V1: i16 = 1;
+const GROUP_METADATA_KEY: i16 = 2;
+/// Value version 3: offset, leader epoch, metadata, commit timestamp.
+const OFFSET_COMMIT_VALUE_V3: i16 = 3;
+
+/// Java's `String.hashCode`, which Kafka uses to spread groups.
+pub fn java_hash(s: &str) -> i32 {
+    s.encode_utf16().fold(0i32, |h, c| {
+        h.wrapping_mul(31).wrapping_add(i32::from(c as i16))
+    })
+}
+
+/// The partition of `__consumer_offsets` (of `partitions`) that holds `group`.
+pub fn partition_for(group: &str, partitions: i32) -> i32 {
+    let hash = java_hash(group);
+    let abs = if hash == i32::MIN { 0 } else { hash.abs() };
+    abs % partitions.max(1)
+}
+
+/// One record batch holding `changes` (a group deleted as a whole becomes a tombstone
+/// for each of its offsets, which the caller expands first), stamped `now_ms`.
+pub fn encode(changes: &[Change], now_ms: i64) -> Bytes {
+    let records = changes.iter().filter_map(|change| match change {
+        Change::Commit(group, (topic, partition), c) => {
+            Some((Some(key(group, topic, *partition)), Some(value(c))))
+        }
+        Change::DeleteOffset(group, (topic, partition)) => {
+            Some((Some(key(group, topic, *partition)), None))
+        }
+        Change::DeleteGroup(_) => None,
+    });
+    strom_wire::records::plain_batch(records, now_ms, 0)
+}
+
+/// The changes in `batches` (whole record batches as the log returns them), in order,
+/// and the offset after the last batch. A record that is not an offset commit (group
+/// metadata, or a key version strom does not know) is skipped; a batch that does not
+/// decode ends the read with an error.
+pub fn decode(mut batches: Bytes) -> Result<(Vec<Change>, i64), String> {
+    /// The batch header's base offset and, at byte 23, its last offset delta.
+    const LAST_OFFSET_DELTA_END: usize = 27;
+    let mut changes = Vec::new();
+    let mut next = -1;
+    while !batches.is_empty() {
+        if batches.len() < LAST_OFFSET_DELTA_END {
+            return Err(format!("a truncated batch of {} bytes", batches.len()));
+        }
+        let base = i64::from_be_bytes(batches[..8].try_into().expect("8 bytes"));
+        let delta = i32::from_be_bytes(batches[23..27].try_into().expect("4 bytes"));
+        next = base + i64::from(delta) + 1;
+        let set = RecordBatchDecoder::decode(&mut batches).map_err(|e| e.to_string())?;
+        for record in set.records.iter().filter(|r| !r.control) {
+            let Some(key) = &record.key else { continue };
+            let Some((group, topic, partition)) = decode_key(key) else {
+                continue;
+            };
+            let tp = (topic, partition);
+            match &record.value {
+                None => changes.push(Change::DeleteOffset(group, tp)),
+                Some(value) => {
+                    if let Some(c) = decode_value(value) {
+                        changes.push(Change::Commit(group, tp, c));
+                    }
+                }
+            }
+        }
+    }
+    Ok((changes, next))
+}
+
+fn put_string(buf: &mut BytesMut, s: &str) {
+    let bytes = &s.as_bytes()[..s.len().min(i16::MAX as usize)];
+    buf.put_i16(bytes.len() as i16);
+    buf.put_slice(bytes);
+}
+
+fn key(group: &str, topic: &str, partition: i32) -> Bytes {
+    let mut buf = BytesMut::with_capacity(8 + group.len() + topic.len());
+    buf.put_i16(OFFSET_COMMIT_KEY_V1);
+    put_string(&mut buf, group);
+    put_string(&mut buf, topic);
+    buf.put_i32(partition);
+    buf.freeze()
+}
+
+fn value(c: &CommittedOffset) -> Bytes {
+    let mut buf = BytesMut::with_capacity(24 + c.metadata.len());
+    buf.put_i16(OFFSET_COMMIT_VALUE_V3);
+    buf.put_i64(c.offset);
+    buf.put_i32(c.leader_epoch);
+    put_string(&mut buf, &c.metadata);
+    buf.put_i64(c.commit_timestamp);
+    buf.freeze()
+}
+
+/// (group, topic, partition) of an offset commit key (versions 0 and 1 are the same).
+fn decode_key(key: &[u8]) -> Option<(String, String, i32)> {
+    let mut r = FieldReader(key);
+    match r.i16()? {
+        0 | OFFSET_COMMIT_KEY_V1 => Some((r.string()?, r.string()?, r.i32()?)),
+        GROUP_METADATA_KEY => None,
+        _ => None,
+    }
+}
+
+/// An offset commit value of versions 0 to 3 (1 adds an expiry timestamp after the
+/// commit timestamp, 2 drops it again, 3 adds the leader epoch).
+fn decode_value(value: &[u8]) -> Option<CommittedOffset> {
+    let mut r = FieldReader(value);
+    let version = r.i16()?;
+    let offset = r.i64()?;
+    let leader_epoch = if version >= 3 { r.i32()? } else { -1 };
+    let metadata = r.string()?;
+    let commit_timestamp = r.i64()?;
+    Some(CommittedOffset {
+        offset,
+        leader_epoch,
+        metadata,
+        commit_timestamp,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_land_in_the_partitions_kafka_puts_them_in() {
+        // "".hashCode() = 0; "a" = 97; "group" = 98629247; "polygenelubricants" is
+        // Integer.MIN_VALUE, which Kafka's Utils.abs maps to 0.
+        assert_eq!(partition_for("", 50), 0);
+        assert_eq!(partition_for("a", 50), 97 % 50);
+        assert_eq!(java_hash("group"), 98_629_247);
+        assert_eq!(partition_for("group", 50), 98_629_247 % 50);
+        assert_eq!(java_hash("polygenelubricants"), i32::MIN);
+        assert_eq!(partition_for("polygenelubricants", 50), 0);
+    }
+
+    #[test]
+    fn commits_and_tombstones_round_trip_in_order() {
+        let c = CommittedOffset {
+            offset: 42,
+            leader_epoch: 3,
+            metadata: "m".to_string(),
+            commit_timestamp: 1_700_000_000_000,
+        };
+        let changes = vec![
+            Change::Commit("g".into(), ("t".into(), 0), c.clone()),
+            Change::Commit("g".into(), ("t".into(), 1), c.clone()),
+            Change::DeleteOffset("g".into(), ("t".into(), 0)),
+        ];
+        let mut log = BytesMut::new();
+        log.extend_from_slice(&encode(&changes, 1));
+        log.extend_from_slice(&encode(&changes[..1], 2));
+        let mut expected = changes.clone();
+        expected.push(changes[0].clone());
+        assert_eq!(decode(log.freeze()).unwrap(), (expected, 1));
+    }
+
+    #[test]
+    fn a_damaged_batch_is_an_error_not_a_panic() {
+        let batch = encode(&[Change::DeleteOffset("g".into(), ("t".into(), 0))], 1);
+        assert!(decode(batch.slice(..batch.len() - 3)).is_err());
+    }
+}

@@ -1,0 +1,54 @@
+//! Kafka's fixed-width, big-endian fields outside the request schemas: the keys and
+//! values of `__consumer_offsets`, the consumer protocol's assignment bytes. Every read
+//! fails softly (`None`) on a short buffer, because these bytes come from other programs.
+
+/// A cursor over big-endian fields.
+#[derive(Debug, Clone, Copy)]
+pub struct FieldReader<'a>(pub &'a [u8]);
+
+impl<'a> FieldReader<'a> {
+    pub fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        (self.0.len() >= n).then(|| {
+            let (head, rest) = self.0.split_at(n);
+            self.0 = rest;
+            head
+        })
+    }
+
+    pub fn i16(&mut self) -> Option<i16> {
+        Some(i16::from_be_bytes(self.take(2)?.try_into().ok()?))
+    }
+
+    pub fn i32(&mut self) -> Option<i32> {
+        Some(i32::from_be_bytes(self.take(4)?.try_into().ok()?))
+    }
+
+    pub fn i64(&mut self) -> Option<i64> {
+        Some(i64::from_be_bytes(self.take(8)?.try_into().ok()?))
+    }
+
+    /// Kafka's STRING: an i16 length, then UTF-8 bytes (a negative length is not one).
+    pub fn string(&mut self) -> Option<String> {
+        let len = usize::try_from(self.i16()?).ok()?;
+        String::from_utf8(self.take(len)?.to_vec()).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_fields_in_order_and_stops_at_a_short_buffer() {
+        let bytes = [
+            0, 7, 0, 0, 0, 9, 0, 2, b'h', b'i', 0, 0, 0, 0, 0, 0, 0, 1, 5,
+        ];
+        let mut r = FieldReader(&bytes);
+        assert_eq!(r.i16(), Some(7));
+        assert_eq!(r.i32(), Some(9));
+        assert_eq!(r.string().as_deref(), Some("hi"));
+        assert_eq!(r.i64(), Some(1));
+        assert_eq!(r.i16(), None);
+        assert_eq!(FieldReader(&[0xff, 0xff]).string(), None);
+    }
+}

@@ -1,0 +1,206 @@
+//! Consumer groups on a cluster of real `strom` processes: the coordinator of a group is
+//! the leader of the group's partition of `__consumer_offsets` (created, with three
+//! replicas, by the first FindCoordinator), committed offsets are replicated there, and
+//! when the coordinator is killed with SIGKILL the partition's new leader loads them and
+//! answers for the group — librdkafka reads the same committed offsets from it, commits
+//! go on, and a real group member resumes from them. Every wait polls its condition.
+
+mod common;
+
+use std::time::Duration;
+
+use common::client::create_replicated_topic;
+use common::cluster::TestCluster;
+use common::raw::Conn;
+use common::wait_until;
+use kafka_protocol::messages::{ApiKey, FindCoordinatorRequest, FindCoordinatorResponse};
+use kafka_protocol::protocol::StrBytes;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{Offset, TopicPartitionList};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+const TOPIC: &str = "orders";
+const GROUP: &str = "survivors";
+const PARTITIONS: i32 = 3;
+
+/// Brokers are fenced 3 s after their last heartbeat, so a killed coordinator's
+/// partitions move quickly.
+const FAST: &[&str] = &[
+    "broker.session.timeout.ms=3000",
+    "broker.heartbeat.interval.ms=500",
+    "replica.lag.time.max.ms=3000",
+];
+
+/// The first broker of a bootstrap list.
+fn first(bootstrap: &str) -> &str {
+    bootstrap.split(',').next().expect("a broker")
+}
+
+/// FindCoordinator (v3) for `group` at the first broker of `bootstrap`: the
+/// coordinator's id, or the error code.
+fn coordinator(bootstrap: &str, group: &str) -> Result<i32, i16> {
+    let response: FindCoordinatorResponse = Conn::connect(first(bootstrap)).call(
+        ApiKey::FindCoordinator,
+        3,
+        &FindCoordinatorRequest::default().with_key(StrBytes::from_string(group.to_string())),
+    );
+    match response.error_code {
+        0 => Ok(response.node_id.0),
+        e => Err(e),
+    }
+}
+
+/// The partition of `__consumer_offsets` that Kafka puts `group` in: Java's
+/// `String.hashCode`, made non-negative as Kafka's `Utils.abs` does, modulo the count.
+fn offsets_partition(group: &str, count: i32) -> usize {
+    let hash = group.encode_utf16().fold(0i32, |h, c| {
+        h.wrapping_mul(31).wrapping_add(i32::from(c as i16))
+    });
+    (if hash == i32::MIN { 0 } else { hash.abs() } % count) as usize
+}
+
+/// (leader, replicas) of each partition of `topic`, as the first broker of `bootstrap`
+/// sees it.
+fn leaders_and_replicas(bootstrap: &str, topic: &str) -> Vec<(i32, usize)> {
+    TestCluster::metadata(first(bootstrap))
+        .topics
+        .iter()
+        .find(|t| t.name.as_ref().is_some_and(|n| n.as_str() == topic))
+        .map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| (p.leader_id.0, p.replica_nodes.len()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn consumer(bootstrap: &str) -> BaseConsumer {
+    ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", GROUP)
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("session.timeout.ms", "6000")
+        .create()
+        .expect("consumer")
+}
+
+fn offsets(values: [i64; 3]) -> TopicPartitionList {
+    let mut list = TopicPartitionList::new();
+    for (p, v) in values.into_iter().enumerate() {
+        list.add_partition_offset(TOPIC, p as i32, Offset::Offset(v))
+            .expect("offset");
+    }
+    list
+}
+
+/// Commits `values` for partitions 0, 1, 2 of the topic without joining the group (as
+/// an admin's offset reset does).
+fn commit(bootstrap: &str, values: [i64; 3]) -> bool {
+    consumer(bootstrap)
+        .commit(&offsets(values), CommitMode::Sync)
+        .is_ok()
+}
+
+/// The group's committed offsets of partitions 0, 1, 2, read by a new client.
+fn committed(bootstrap: &str) -> Option<Vec<i64>> {
+    let list = consumer(bootstrap)
+        .committed_offsets(offsets([0, 0, 0]), Duration::from_secs(5))
+        .ok()?;
+    list.elements()
+        .iter()
+        .map(|e| match e.offset() {
+            Offset::Offset(o) if e.error().is_ok() => Some(o),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn committed_offsets_survive_the_kill_of_their_coordinator() {
+    let mut cluster = TestCluster::combined(3, FAST);
+    let addr = cluster.bootstrap();
+    create_replicated_topic(&addr, TOPIC, PARTITIONS, 3, &[("min.insync.replicas", "2")]);
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", &addr)
+        .set("acks", "all")
+        .create()
+        .expect("producer");
+    for i in 0..30 {
+        let value = i.to_string();
+        producer
+            .send(
+                BaseRecord::<str, str>::to(TOPIC)
+                    .payload(&value)
+                    .partition(i % PARTITIONS),
+            )
+            .expect("send");
+    }
+    producer.flush(TIMEOUT).expect("flush");
+
+    // The first lookup creates __consumer_offsets; the group's coordinator is the
+    // leader of its partition of it, which has three replicas.
+    assert!(
+        wait_until(TIMEOUT, || coordinator(&addr, GROUP).is_ok()),
+        "a coordinator for {GROUP}: {:?}",
+        coordinator(&addr, GROUP)
+    );
+    let coordinating = coordinator(&addr, GROUP).unwrap();
+    let internal = leaders_and_replicas(&addr, "__consumer_offsets");
+    assert_eq!(internal.len(), 50, "offsets.topic.num.partitions");
+    assert_eq!(internal[offsets_partition(GROUP, 50)], (coordinating, 3));
+
+    assert!(wait_until(TIMEOUT, || commit(&addr, [5, 6, 7])), "commit");
+    assert_eq!(committed(&addr), Some(vec![5, 6, 7]));
+
+    // SIGKILL of the coordinator: another replica leads the partition, loads it and
+    // answers for the group with the same offsets.
+    cluster.kill9(coordinating).unwrap();
+    let survivor = cluster.broker_other_than(coordinating);
+    assert!(
+        wait_until(TIMEOUT, || coordinator(&survivor, GROUP)
+            .is_ok_and(|c| c != coordinating)),
+        "a new coordinator: {:?}",
+        coordinator(&survivor, GROUP)
+    );
+    assert!(
+        wait_until(TIMEOUT, || committed(&survivor) == Some(vec![5, 6, 7])),
+        "the offsets at the new coordinator: {:?}",
+        committed(&survivor)
+    );
+
+    // A member of the group resumes from them: it reads exactly the records after them.
+    let member = consumer(&survivor);
+    member.subscribe(&[TOPIC]).expect("subscribe");
+    let mut read = Vec::new();
+    assert!(
+        wait_until(TIMEOUT, || {
+            if let Some(Ok(m)) = member.poll(Duration::from_millis(100)) {
+                read.push((m.partition(), m.offset()));
+            }
+            read.len() == 30 - (5 + 6 + 7)
+        }),
+        "records after the committed offsets: {read:?}"
+    );
+    assert!(
+        read.iter().all(|(p, o)| *o >= [5, 6, 7][*p as usize]),
+        "nothing before a committed offset was read again: {read:?}"
+    );
+    member
+        .commit_consumer_state(CommitMode::Sync)
+        .expect("commit");
+    drop(member);
+
+    // The old coordinator returns as a follower and the offsets stay.
+    cluster.restart(coordinating).unwrap();
+    assert!(
+        wait_until(TIMEOUT, || committed(&cluster.bootstrap())
+            == Some(vec![10, 10, 10])),
+        "the offsets after the old coordinator returned: {:?}",
+        committed(&cluster.bootstrap())
+    );
+}
