@@ -3,7 +3,10 @@
 //! replicas, by the first FindCoordinator), committed offsets are replicated there, and
 //! when the coordinator is killed with SIGKILL the partition's new leader loads them and
 //! answers for the group — librdkafka reads the same committed offsets from it, commits
-//! go on, and a real group member resumes from them. Every wait polls its condition.
+//! go on, and a real group member resumes from them. A partition of `__consumer_offsets`
+//! that grew past its live offsets is trimmed to a snapshot of them on every replica, and
+//! a new coordinator replays the trimmed log to the latest offsets. Every wait polls its
+//! condition.
 
 mod common;
 
@@ -202,5 +205,63 @@ fn committed_offsets_survive_the_kill_of_their_coordinator() {
             == Some(vec![10, 10, 10])),
         "the offsets after the old coordinator returned: {:?}",
         committed(&cluster.bootstrap())
+    );
+}
+
+/// The `.log` segment files of partition 0 of `__consumer_offsets` on node `id`.
+fn offsets_segments(cluster: &TestCluster, id: i32) -> usize {
+    let node = cluster.nodes.iter().find(|n| n.id == id).expect("node");
+    std::fs::read_dir(node.dir.join("data").join("__consumer_offsets-0"))
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter(|e| e.path().extension().is_some_and(|x| x == "log"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_partition_of_consumer_offsets_is_trimmed_to_its_live_offsets_on_every_replica() {
+    let mut extra = FAST.to_vec();
+    extra.extend([
+        "offsets.topic.num.partitions=1",
+        "offsets.topic.segment.bytes=4096",
+        "log.cleaner.backoff.ms=100",
+    ]);
+    let mut cluster = TestCluster::combined(3, &extra);
+    let addr = cluster.bootstrap();
+    create_replicated_topic(&addr, TOPIC, PARTITIONS, 3, &[]);
+    assert!(wait_until(TIMEOUT, || commit(&addr, [0, 0, 0])), "commit");
+
+    // 300 commits of three offsets: about 60 kB of records, fifteen segments' worth.
+    let committer = consumer(&addr);
+    for i in 1..=300 {
+        committer
+            .commit(&offsets([i, i + 1, i + 2]), CommitMode::Sync)
+            .expect("commit");
+    }
+    drop(committer);
+
+    // Each replica drops the segments before the snapshot of the three live offsets.
+    assert!(
+        wait_until(TIMEOUT, || {
+            (1..=3).all(|id| offsets_segments(&cluster, id) <= 3)
+        }),
+        "segments of __consumer_offsets-0 per replica: {:?}",
+        (1..=3)
+            .map(|id| offsets_segments(&cluster, id))
+            .collect::<Vec<_>>()
+    );
+
+    // A new coordinator replays the trimmed log to the latest offsets.
+    let coordinating = coordinator(&addr, GROUP).unwrap();
+    cluster.kill9(coordinating).unwrap();
+    let survivor = cluster.broker_other_than(coordinating);
+    assert!(
+        wait_until(TIMEOUT, || committed(&survivor)
+            == Some(vec![300, 301, 302])),
+        "the offsets at the new coordinator: {:?}",
+        committed(&survivor)
     );
 }

@@ -134,6 +134,12 @@ pub struct BrokerConfig {
     /// `offsets.topic.replication.factor`: until that many brokers are live the topic is
     /// not created and groups have no coordinator, as in Kafka.
     pub offsets_topic_replication_factor: i16,
+    /// `offsets.topic.segment.bytes`: the segment size of `__consumer_offsets`, which
+    /// bounds how much of it lies beyond the snapshot that lets older segments go.
+    pub offsets_topic_segment_bytes: i32,
+    /// `log.cleaner.backoff.ms`: how often the partitions of `__consumer_offsets` are
+    /// checked for a snapshot that lets their old segments go.
+    pub log_cleaner_backoff_ms: u64,
     /// `offsets.commit.timeout.ms`: how long a commit waits for `__consumer_offsets` to
     /// replicate it before the coordinator answers COORDINATOR_NOT_AVAILABLE.
     pub offsets_commit_timeout: std::time::Duration,
@@ -223,6 +229,8 @@ impl BrokerConfig {
             offsets_topic_num_partitions: 50,
             offsets_topic_replication_factor: 3,
             offsets_commit_timeout: std::time::Duration::from_millis(5000),
+            log_cleaner_backoff_ms: 15_000,
+            offsets_topic_segment_bytes: 104_857_600,
             given: props.clone(),
             kraft: KraftConfig::from_properties(&BTreeMap::new(), 1)?,
             replication: ReplicationConfig::default(),
@@ -339,6 +347,12 @@ impl BrokerConfig {
                 }
                 "offsets.topic.replication.factor" => {
                     c.offsets_topic_replication_factor = at_least(k, parse_num(k, v)?, 1)?
+                }
+                "offsets.topic.segment.bytes" => {
+                    c.offsets_topic_segment_bytes = at_least(k, parse_num(k, v)?, 1)?
+                }
+                "log.cleaner.backoff.ms" => {
+                    c.log_cleaner_backoff_ms = at_least(k, parse_num(k, v)?, 1)?
                 }
                 "offsets.commit.timeout.ms" => {
                     let ms: u64 = at_least(k, parse_num(k, v)?, 1)?;

@@ -228,6 +228,12 @@ impl Broker {
             state.config.offsets_retention_check_interval_ms,
             |s| s.groups.expire_offsets(Instant::now(), now_ms()),
         );
+        spawn_scheduler(
+            state.clone(),
+            shutdown_rx.clone(),
+            state.config.log_cleaner_backoff_ms,
+            trim_offsets_partitions,
+        );
         let flush_interval = state
             .config
             .flush_scheduler_interval_ms
@@ -363,6 +369,29 @@ async fn start_controller(config: &BrokerConfig) -> Result<ControllerPart, Broke
 
 /// Runs `task` every `interval_ms` on a blocking thread until shutdown. An interval too
 /// large to matter (Kafka's "never" is Long.MAX_VALUE) runs nothing.
+/// Snapshots the partitions of `__consumer_offsets` that grew past their live offsets
+/// and, once each snapshot is replicated, moves the partition's log start to it.
+fn trim_offsets_partitions(state: &BrokerState) {
+    for snapshot in state.groups.snapshot_offsets_partitions() {
+        let timeout = state.config.offsets_commit_timeout;
+        tokio::spawn(async move {
+            let index = snapshot.index;
+            match snapshot.trim(timeout).await {
+                Ok(log_start) => {
+                    tracing::info!(
+                        partition = index,
+                        log_start,
+                        "__consumer_offsets partition trimmed to its snapshot"
+                    )
+                }
+                Err(e) => {
+                    tracing::info!(partition = index, error = ?e, "__consumer_offsets partition not trimmed; it is tried again later")
+                }
+            }
+        });
+    }
+}
+
 fn spawn_scheduler(
     state: Arc<BrokerState>,
     mut shutdown: watch::Receiver<bool>,

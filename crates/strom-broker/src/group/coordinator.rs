@@ -27,8 +27,8 @@ use tokio::time::Instant;
 use super::classic_group::{
     Group, GroupDescription, GroupState, JoinOutcome, JoinParams, Reply, SyncOutcome, SyncParams,
 };
-use super::offset_store::{Change, CommittedOffset, OffsetStore, TopicPartition};
-use super::offsets_partitions::{self, OffsetsPartitions, PendingWrite};
+use super::offset_store::{Change, CommittedOffset, OffsetStore, TopicPartition, COMPACT_RATIO};
+use super::offsets_partitions::{self, OffsetsPartitions, PendingWrite, Snapshot};
 use super::subscription::subscribed_topics;
 use crate::partition::Partition;
 use crate::BrokerError;
@@ -174,6 +174,48 @@ impl GroupCoordinator {
         } else {
             self.offsets.unload(|g| partitions.holds(index, g));
         }
+    }
+
+    /// The snapshots that let each led partition of `__consumer_offsets` drop its old
+    /// segments: taken where the log spans more than one segment and is
+    /// [`COMPACT_RATIO`] times the size of its live offsets, so its size stays within a
+    /// segment plus a multiple of what it holds. Kafka's log cleaner keeps the latest
+    /// record of each key; a replay from the snapshot gives the same offsets. The caller
+    /// trims each once it is replicated.
+    pub fn snapshot_offsets_partitions(&self) -> Vec<Snapshot> {
+        let Some(partitions) = &self.offsets_partitions else {
+            return Vec::new();
+        };
+        let partitions = partitions.lock();
+        let mut snapshots = Vec::new();
+        for (index, partition) in partitions.loaded_partitions() {
+            let Ok((size, segments)) = partition.with_log(|l| (l.size_bytes(), l.segment_count()))
+            else {
+                continue;
+            };
+            let holds = |g: &str| partitions.holds(index, g);
+            if segments < 2 || size < COMPACT_RATIO * self.offsets.live_bytes(holds) {
+                continue;
+            }
+            match self
+                .offsets
+                .snapshot(holds, |changes| Snapshot::append(index, partition, changes))
+            {
+                Ok((snapshot, offsets)) => {
+                    tracing::debug!(
+                        partition = index,
+                        offsets,
+                        size,
+                        "snapshot of __consumer_offsets partition"
+                    );
+                    snapshots.push(snapshot);
+                }
+                Err(e) => {
+                    tracing::warn!(partition = index, error = ?e, "could not snapshot a __consumer_offsets partition")
+                }
+            }
+        }
+        snapshots
     }
 
     /// When the offsets of `group_id` were loaded.

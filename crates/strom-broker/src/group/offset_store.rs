@@ -35,8 +35,9 @@ const RECORD_HEADER: usize = 8;
 const MAX_RECORD: usize = 1 << 20;
 /// The log is never compacted below this size, so a small group does not rewrite it often.
 const MIN_COMPACT_BYTES: u64 = 8 << 20;
-/// Compact when the log is this many times the size of the live offsets.
-const COMPACT_RATIO: u64 = 4;
+/// Compact when the log is this many times the size of the live offsets (the local log
+/// and, on a cluster, each partition of `__consumer_offsets`).
+pub const COMPACT_RATIO: u64 = 4;
 
 const KIND_COMMIT: u8 = 1;
 const KIND_DELETE_OFFSET: u8 = 2;
@@ -197,6 +198,36 @@ impl OffsetStore {
         groups
     }
 
+    /// Passes the live offsets of the groups `owned` selects to `journal` as commits,
+    /// changing nothing: a snapshot after which a log holding them may start. Returns
+    /// what `journal` returned and how many offsets it was given.
+    pub fn snapshot<T>(
+        &self,
+        owned: impl Fn(&str) -> bool,
+        journal: impl FnOnce(&[Change]) -> Result<T, ResponseError>,
+    ) -> Result<(T, usize), ResponseError> {
+        let inner = self.inner.lock();
+        let changes: Vec<Change> = inner
+            .offsets
+            .iter()
+            .filter(|(group, _)| owned(group))
+            .flat_map(|(group, offsets)| {
+                offsets
+                    .iter()
+                    .map(|(tp, c)| Change::Commit(group.clone(), tp.clone(), c.clone()))
+            })
+            .collect();
+        let count = changes.len();
+        Ok((journal(&changes)?, count))
+    }
+
+    /// About how many bytes the live offsets of the groups `owned` selects take as
+    /// records.
+    pub fn live_bytes(&self, owned: impl Fn(&str) -> bool) -> u64 {
+        let inner = self.inner.lock();
+        LocalLog::live_bytes(inner.offsets.iter().filter(|(group, _)| owned(group)))
+    }
+
     /// Forgets the offsets of the groups `moved` selects: their partition of
     /// `__consumer_offsets` is led elsewhere now.
     pub fn unload(&self, moved: impl Fn(&str) -> bool) {
@@ -324,9 +355,11 @@ impl LocalLog {
         Ok(())
     }
 
-    fn live_bytes(offsets: &Offsets) -> u64 {
+    fn live_bytes<'a>(
+        offsets: impl IntoIterator<Item = (&'a String, &'a BTreeMap<TopicPartition, CommittedOffset>)>,
+    ) -> u64 {
         offsets
-            .iter()
+            .into_iter()
             .flat_map(|(g, o)| o.iter().map(move |(tp, c)| (g, tp, c)))
             .map(|(g, tp, c)| (RECORD_HEADER + 32 + g.len() + tp.0.len() + c.metadata.len()) as u64)
             .sum()

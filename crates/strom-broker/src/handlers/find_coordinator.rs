@@ -40,7 +40,8 @@ fn group_coordinator(ctx: &RequestContext<'_>, key: &str) -> Option<strom_metada
 }
 
 /// Creates `__consumer_offsets` on a cluster that has none yet, with
-/// `offsets.topic.num.partitions` and `offsets.topic.replication.factor`; a failure (too
+/// `offsets.topic.num.partitions`, `offsets.topic.replication.factor` and
+/// `offsets.topic.segment.bytes`; a failure (too
 /// few live brokers for the replication factor) is logged and the lookup answers
 /// COORDINATOR_NOT_AVAILABLE, so clients retry.
 async fn create_offsets_topic(ctx: &RequestContext<'_>) {
@@ -56,7 +57,10 @@ async fn create_offsets_topic(ctx: &RequestContext<'_>) {
         configs: [
             ("cleanup.policy".to_string(), "compact".to_string()),
             ("compression.type".to_string(), "producer".to_string()),
-            ("segment.bytes".to_string(), "104857600".to_string()),
+            (
+                "segment.bytes".to_string(),
+                state.config.offsets_topic_segment_bytes.to_string(),
+            ),
         ]
         .into_iter()
         .collect(),
