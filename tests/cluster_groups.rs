@@ -3,7 +3,8 @@
 //! replicas, by the first FindCoordinator), committed offsets are replicated there, and
 //! when the coordinator is killed with SIGKILL the partition's new leader loads them and
 //! answers for the group — librdkafka reads the same committed offsets from it, commits
-//! go on, and a real group member resumes from them. A partition of `__consumer_offsets`
+//! go on, and a real group member resumes from them; clients cannot produce to the
+//! topic. A partition of `__consumer_offsets`
 //! that grew past its live offsets is trimmed to a snapshot of them on every replica, and
 //! a new coordinator replays the trimmed log to the latest offsets. Every wait polls its
 //! condition.
@@ -14,10 +15,11 @@ use std::time::Duration;
 
 use common::client::create_replicated_topic;
 use common::cluster::TestCluster;
-use common::raw::Conn;
+use common::raw::{batch, Conn};
 use common::wait_until;
 use kafka_protocol::messages::{ApiKey, FindCoordinatorRequest, FindCoordinatorResponse};
 use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::message::Message;
@@ -156,6 +158,9 @@ fn committed_offsets_survive_the_kill_of_their_coordinator() {
     let internal = leaders_and_replicas(&addr, "__consumer_offsets");
     assert_eq!(internal.len(), 50, "offsets.topic.num.partitions");
     assert_eq!(internal[offsets_partition(GROUP, 50)], (coordinating, 3));
+    // Only coordinators write to it, as in Kafka.
+    let (error, _) = Conn::connect(first(&addr)).produce("__consumer_offsets", batch(&[b"x"]));
+    assert_eq!(error, ResponseError::InvalidTopicException.code());
 
     assert!(wait_until(TIMEOUT, || commit(&addr, [5, 6, 7])), "commit");
     assert_eq!(committed(&addr), Some(vec![5, 6, 7]));

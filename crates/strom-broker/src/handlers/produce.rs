@@ -6,6 +6,9 @@
 //! (KIP-951). acks=1 is answered after the leader's append; acks=all once every
 //! partition's high watermark has passed its records (each waits in its partition's
 //! purgatory, all at once, up to the request's `timeout_ms`); acks=0 gets no response.
+//! Clients cannot write to `__consumer_offsets` (INVALID_TOPIC_EXCEPTION, as Kafka
+//! answers): only the group coordinator appends to it, and it must be able to read back
+//! every record there.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -19,6 +22,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::RequestContext;
+use crate::group::offsets_topic::OFFSETS_TOPIC;
 use crate::partition::AppendInfo;
 use crate::{replica_manager, ApiError};
 
@@ -41,6 +45,10 @@ pub async fn handle(ctx: &RequestContext<'_>, req: ProduceRequest) -> Option<Pro
         for data in &topic.partition_data {
             let result = match &acks_error {
                 Some(e) => Err(e.clone()),
+                None if topic.name.as_str() == OFFSETS_TOPIC => Err(ApiError::new(
+                    ResponseError::InvalidTopicException,
+                    format!("Cannot append to internal topic {OFFSETS_TOPIC}"),
+                )),
                 None => replica_manager::leader(ctx.state, &topic.name, data.index).and_then(|p| {
                     let records = data.records.as_deref().unwrap_or_default();
                     let (info, commit) = p.append_as_leader(records, acks)?;
