@@ -13,7 +13,7 @@
 //! Committed offsets expire as in Kafka since 2.1 (KIP-211), so that group ids used once
 //! do not grow memory and disk without bound: see [`GroupCoordinator::expire_offsets`].
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -135,8 +135,13 @@ impl GroupCoordinator {
         };
         let mut partitions = partitions.lock();
         let (gone, load) = partitions.lead(count, led);
-        for index in gone.iter().chain(load.iter().map(|(i, _)| i)) {
-            self.forget_groups(|g| partitions.holds(*index, g));
+        let changed: HashSet<i32> = gone
+            .iter()
+            .chain(load.iter().map(|(i, _)| i))
+            .copied()
+            .collect();
+        if !changed.is_empty() {
+            self.forget_groups(|g| partitions.index_of(g).is_some_and(|i| changed.contains(&i)));
         }
         for index in gone {
             tracing::info!(

@@ -308,20 +308,26 @@ impl Inner {
         changes: Vec<Change>,
         journal: impl FnOnce(&[Change]) -> Result<T, ResponseError>,
     ) -> Result<T, ResponseError> {
-        let per_key: Vec<Change> = changes
-            .iter()
-            .flat_map(|change| match change {
-                Change::DeleteGroup(group) => self
-                    .offsets
-                    .get(group)
-                    .into_iter()
-                    .flat_map(|o| o.keys())
-                    .map(|tp| Change::DeleteOffset(group.clone(), tp.clone()))
-                    .collect(),
-                other => vec![other.clone()],
-            })
-            .collect();
-        let written = journal(&per_key)?;
+        let expanded: Vec<Change>;
+        let per_key = if changes.iter().any(|c| matches!(c, Change::DeleteGroup(_))) {
+            expanded = changes
+                .iter()
+                .flat_map(|change| match change {
+                    Change::DeleteGroup(group) => self
+                        .offsets
+                        .get(group)
+                        .into_iter()
+                        .flat_map(|o| o.keys())
+                        .map(|tp| Change::DeleteOffset(group.clone(), tp.clone()))
+                        .collect(),
+                    other => vec![other.clone()],
+                })
+                .collect();
+            &expanded
+        } else {
+            &changes
+        };
+        let written = journal(per_key)?;
         if let Some(local) = &mut self.local {
             local.append(&changes).map_err(|e| {
                 tracing::error!(error = %e, "writing the group offsets log failed");

@@ -13,9 +13,8 @@ use std::collections::hash_map::{Entry, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use kafka_protocol::ResponseError;
+use tokio::time::Instant;
 
 use super::offset_store::Change;
 use super::offsets_topic::{self, partition_for};
@@ -29,6 +28,13 @@ struct Led {
     leader_epoch: i32,
     /// When its groups were loaded; `None` while loading.
     loaded: Option<Instant>,
+}
+
+impl Led {
+    /// Whether this is `partition` led in `leader_epoch`.
+    fn is(&self, partition: &Arc<Partition>, leader_epoch: i32) -> bool {
+        Arc::ptr_eq(&self.partition, partition) && self.leader_epoch == leader_epoch
+    }
 }
 
 /// The led partitions of `__consumer_offsets`.
@@ -87,10 +93,7 @@ fn coordinator_error(e: ApiError) -> ResponseError {
 impl OffsetsPartitions {
     /// The partition holding `group`, if this broker coordinates it and has loaded it.
     pub fn owner(&self, group: &str) -> Result<&Arc<Partition>, ResponseError> {
-        if self.count == 0 {
-            return Err(ResponseError::NotCoordinator);
-        }
-        match self.led.get(&partition_for(group, self.count)) {
+        match self.index_of(group).and_then(|i| self.led.get(&i)) {
             Some(led) if led.loaded.is_some() => Ok(&led.partition),
             Some(_) => Err(ResponseError::CoordinatorLoadInProgress),
             None => Err(ResponseError::NotCoordinator),
@@ -107,15 +110,17 @@ impl OffsetsPartitions {
 
     /// When the partition holding `group` was loaded, if it is.
     pub fn loaded_at(&self, group: &str) -> Option<Instant> {
-        (self.count > 0)
-            .then(|| self.led.get(&partition_for(group, self.count)))
-            .flatten()
-            .and_then(|led| led.loaded)
+        self.led.get(&self.index_of(group)?)?.loaded
+    }
+
+    /// The partition `group` lives in; `None` until the topic exists.
+    pub fn index_of(&self, group: &str) -> Option<i32> {
+        (self.count > 0).then(|| partition_for(group, self.count))
     }
 
     /// Whether `group` lives in partition `index`.
     pub fn holds(&self, index: i32, group: &str) -> bool {
-        self.count > 0 && partition_for(group, self.count) == index
+        self.index_of(group) == Some(index)
     }
 
     /// Takes up the partitions led now (`count` in all): returns the indexes no longer
@@ -128,13 +133,10 @@ impl OffsetsPartitions {
     ) -> (Vec<i32>, Vec<(i32, Arc<Partition>)>) {
         self.count = count;
         let now_led: HashMap<i32, Arc<Partition>> = now_led.into_iter().collect();
-        let same = |led: &Led, p: &Arc<Partition>| {
-            Arc::ptr_eq(&led.partition, p) && led.leader_epoch == p.leader_epoch()
-        };
         let gone: Vec<i32> = self
             .led
             .iter()
-            .filter(|(i, led)| !now_led.get(i).is_some_and(|p| same(led, p)))
+            .filter(|(i, led)| !now_led.get(i).is_some_and(|p| led.is(p, p.leader_epoch())))
             .map(|(i, _)| *i)
             .collect();
         for i in &gone {
@@ -157,9 +159,7 @@ impl OffsetsPartitions {
     /// Marks partition `index` loaded if it is still led as it was when its load began.
     pub fn loaded(&mut self, index: i32, partition: &Arc<Partition>, leader_epoch: i32) -> bool {
         match self.led.get_mut(&index) {
-            Some(led)
-                if Arc::ptr_eq(&led.partition, partition) && led.leader_epoch == leader_epoch =>
-            {
+            Some(led) if led.is(partition, leader_epoch) => {
                 led.loaded = Some(Instant::now());
                 true
             }
@@ -177,11 +177,23 @@ pub fn append(
     if changes.is_empty() {
         return Ok(PendingWrite::DONE);
     }
+    append_batch(partition, changes).map(|(_, write)| write)
+}
+
+/// Appends `changes` (at least one) as one batch with acks=all: its base offset and the
+/// write to wait for.
+fn append_batch(
+    partition: &Arc<Partition>,
+    changes: &[Change],
+) -> Result<(i64, PendingWrite), ResponseError> {
     let batch = offsets_topic::encode(changes, crate::now_ms());
-    let (_, commit) = partition
+    let (info, commit) = partition
         .append_as_leader(&batch, -1)
         .map_err(coordinator_error)?;
-    Ok(PendingWrite(Some((partition.clone(), commit))))
+    Ok((
+        info.base_offset,
+        PendingWrite(Some((partition.clone(), commit))),
+    ))
 }
 
 /// The live offsets of a partition's groups appended at `base`: once they are
@@ -208,14 +220,7 @@ impl Snapshot {
                 .map_err(|_| ResponseError::NotCoordinator)?;
             (end, PendingWrite::DONE)
         } else {
-            let batch = offsets_topic::encode(changes, crate::now_ms());
-            let (info, commit) = partition
-                .append_as_leader(&batch, -1)
-                .map_err(coordinator_error)?;
-            (
-                info.base_offset,
-                PendingWrite(Some((partition.clone(), commit))),
-            )
+            append_batch(partition, changes)?
         };
         Ok(Self {
             index,

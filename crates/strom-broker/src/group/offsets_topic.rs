@@ -18,9 +18,9 @@ use super::offset_store::{Change, CommittedOffset};
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
 /// Key versions 0 and 1 are an offset commit; 2 is a group's metadata, which strom does
-/// not write (members rejoin a new coordinator) and skips when it reads one.
+/// not write (members rejoin a new coordinator) and skips, as any other key, when it
+/// reads one.
 const OFFSET_COMMIT_KEY_V1: i16 = 1;
-const GROUP_METADATA_KEY: i16 = 2;
 /// Value version 3: offset, leader epoch, metadata, commit timestamp.
 const OFFSET_COMMIT_VALUE_V3: i16 = 3;
 
@@ -119,7 +119,6 @@ fn decode_key(key: &[u8]) -> Option<(String, String, i32)> {
     let mut r = FieldReader(key);
     match r.i16()? {
         0 | OFFSET_COMMIT_KEY_V1 => Some((r.string()?, r.string()?, r.i32()?)),
-        GROUP_METADATA_KEY => None,
         _ => None,
     }
 }
