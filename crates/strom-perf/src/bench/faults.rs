@@ -506,7 +506,13 @@ pub fn run_faults(binary: &Path, run: &FaultRun) -> Result<FaultReport> {
     }
     stop.store(true, Ordering::Release);
     report.sent = sender.join().expect("producer thread");
-    producer.flush(TIMEOUT)?;
+    if let Err(e) = producer.flush(TIMEOUT) {
+        let waiting = producer.in_flight_count();
+        let saved = save_logs(&cluster);
+        return Err(anyhow::Error::new(e).context(format!(
+            "{waiting} records still unacknowledged {TIMEOUT:?} after the last fault; {saved}"
+        )));
+    }
     let deliveries = std::mem::take(&mut *producer.context().0.lock().expect("deliveries"));
     let mut acknowledged: BTreeMap<usize, (i32, i64)> = BTreeMap::new();
     for (i, outcome) in deliveries {
