@@ -58,6 +58,19 @@ pub struct IsrProposal {
     pub new_isr: Vec<BrokerId>,
 }
 
+/// A follower's fetch of one partition as it was sent: the leader and epoch it followed
+/// and where its log ended. The answer is applied only while all of it still holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchPosition {
+    pub leader: BrokerId,
+    pub leader_epoch: i32,
+    /// This log's end: the offset fetched from.
+    pub fetch_offset: i64,
+    /// The epoch of this log's last batch (-1: none), for the leader's divergence check.
+    pub last_fetched_epoch: i32,
+    pub log_start_offset: i64,
+}
+
 /// One topic partition and its log.
 #[derive(Debug)]
 pub struct Partition {
@@ -553,17 +566,63 @@ impl Partition {
         }
     }
 
-    /// Appends batches fetched from the leader (offsets as the leader assigned them),
-    /// takes the leader's high watermark, capped at this log's end, and raises this log's
-    /// start to the leader's (a DeleteRecords on the leader), capped the same way: what
-    /// lies below the leader's log start is below its high watermark, so committed.
+    /// Where this follower's next fetch starts and whom it fetches from, or `None` when
+    /// it is not following a leader.
+    pub fn follower_fetch_position(&self) -> Result<Option<FetchPosition>, LogError> {
+        self.with_log(|log| {
+            let replica = self.replica.lock();
+            match replica.role {
+                Role::Follower { leader } if leader != BrokerId::NONE => Some(FetchPosition {
+                    leader,
+                    leader_epoch: replica.leader_epoch,
+                    fetch_offset: log.log_end_offset(),
+                    last_fetched_epoch: log.latest_epoch().unwrap_or(-1),
+                    log_start_offset: log.log_start_offset(),
+                }),
+                _ => None,
+            }
+        })
+    }
+
+    /// Runs `f` on the log only if this replica still follows `at`'s leader in `at`'s
+    /// epoch and its log still ends at `at`'s fetch offset (Kafka's fetcher checks the
+    /// same before it processes a response). A response that crossed a leader change —
+    /// this broker now leading, or following another leader — or a truncation is
+    /// dropped: appending it would give a new leader a batch of a deposed one's epoch
+    /// that its epoch cache does not describe, and truncating on it could cut records
+    /// the new epoch committed. Role changes take the log lock first, so none happens
+    /// while `f` runs. `None`: the response was stale.
+    fn if_still_fetching<T>(
+        &self,
+        at: &FetchPosition,
+        f: impl FnOnce(&mut PartitionLog) -> Result<T, LogError>,
+    ) -> Result<Option<T>, LogError> {
+        self.try_with_log(|log| {
+            let follows = {
+                let replica = self.replica.lock();
+                replica.role == (Role::Follower { leader: at.leader })
+                    && replica.leader_epoch == at.leader_epoch
+            };
+            if !follows || log.log_end_offset() != at.fetch_offset {
+                return Ok(None);
+            }
+            f(log).map(Some)
+        })
+    }
+
+    /// Appends batches fetched from the leader at `at` (offsets as the leader assigned
+    /// them), takes the leader's high watermark, capped at this log's end, and raises this
+    /// log's start to the leader's (a DeleteRecords on the leader), capped the same way:
+    /// what lies below the leader's log start is below its high watermark, so committed.
+    /// `None`: the response was stale and nothing changed.
     pub fn append_as_follower(
         &self,
+        at: &FetchPosition,
         records: &[u8],
         leader_high_watermark: i64,
         leader_log_start: i64,
-    ) -> Result<AppendInfo, LogError> {
-        let info = self.try_with_log(|log| {
+    ) -> Result<Option<AppendInfo>, LogError> {
+        let info = self.if_still_fetching(at, |log| {
             let now = crate::now_ms();
             let info = log.append_as_follower(records, now)?;
             let log_end = log.log_end_offset();
@@ -573,7 +632,7 @@ impl Partition {
             self.set_follower_high_watermark(leader_high_watermark, log_end);
             Ok(info)
         })?;
-        if info.record_count > 0 {
+        if info.as_ref().is_some_and(|i| i.record_count > 0) {
             self.wake_waiters();
         }
         Ok(info)
@@ -586,40 +645,61 @@ impl Partition {
         }
     }
 
-    /// Cuts this replica's log back to `offset` (a follower whose log diverged from its
-    /// leader's), keeping the high watermark within the log.
-    pub fn truncate_to(&self, offset: i64) -> Result<(), LogError> {
-        self.try_with_log(|log| {
-            log.truncate_to(offset)?;
-            let end = log.log_end_offset();
-            if self.high_watermark.load(Ordering::Acquire) > end {
-                tracing::warn!(partition = %format!("{}-{}", self.topic, self.index), end, "truncated below the high watermark");
-                self.set_follower_high_watermark(end, end);
-            }
-            Ok(())
+    /// Cuts this follower's log where the leader of `at` says it diverged: the leader's
+    /// largest epoch at most the last fetched one is `epoch`, ending at `end_offset` on
+    /// the leader (Kafka's `truncateOnFetchResponse`). Truncates to the smaller of the two
+    /// logs' ends of that epoch, or to this log's end of its own largest epoch below it,
+    /// or — when this log knows no epoch that old — to its log start. Returns the offset
+    /// truncated to (`None`: the response was stale).
+    pub fn truncate_diverged(
+        &self,
+        at: &FetchPosition,
+        epoch: i32,
+        end_offset: i64,
+    ) -> Result<Option<i64>, LogError> {
+        self.if_still_fetching(at, |log| {
+            let (local_epoch, local_end) = log.end_offset_for_epoch(epoch);
+            let offset = if local_epoch < 0 {
+                log.log_start_offset()
+            } else if local_epoch == epoch {
+                local_end.min(end_offset)
+            } else {
+                local_end
+            };
+            self.truncate_locked(log, offset)?;
+            Ok(offset)
         })
     }
 
-    /// Empties this replica's log and restarts it at `offset` (a follower whose log end
-    /// is below the leader's log start).
-    pub fn truncate_fully_and_start_at(&self, offset: i64) -> Result<(), LogError> {
-        self.try_with_log(|log| {
+    /// Cuts this follower's log back to the leader's high watermark after the leader
+    /// refused `at` as beyond its log end. `None`: the response was stale.
+    pub fn truncate_to(&self, at: &FetchPosition, offset: i64) -> Result<Option<()>, LogError> {
+        self.if_still_fetching(at, |log| self.truncate_locked(log, offset))
+    }
+
+    /// Truncates to `offset`, keeping the high watermark within the log.
+    fn truncate_locked(&self, log: &mut PartitionLog, offset: i64) -> Result<(), LogError> {
+        log.truncate_to(offset)?;
+        let end = log.log_end_offset();
+        if self.high_watermark.load(Ordering::Acquire) > end {
+            tracing::warn!(partition = %format!("{}-{}", self.topic, self.index), end, "truncated below the high watermark");
+            self.set_follower_high_watermark(end, end);
+        }
+        Ok(())
+    }
+
+    /// Empties this follower's log and restarts it at `offset` (its log end `at` is below
+    /// the leader's log start). `None`: the response was stale.
+    pub fn truncate_fully_and_start_at(
+        &self,
+        at: &FetchPosition,
+        offset: i64,
+    ) -> Result<Option<()>, LogError> {
+        self.if_still_fetching(at, |log| {
             log.truncate_fully_and_start_at(offset)?;
             self.high_watermark.store(offset, Ordering::Release);
             self.publish_commit_state(&self.replica.lock());
             Ok(())
-        })
-    }
-
-    /// What a follower's next fetch of this partition sends: its log end, the epoch of
-    /// its last batch (-1: none) and its log start.
-    pub fn follower_fetch_position(&self) -> Result<(i64, i32, i64), LogError> {
-        self.with_log(|log| {
-            (
-                log.log_end_offset(),
-                log.latest_epoch().unwrap_or(-1),
-                log.log_start_offset(),
-            )
         })
     }
 
@@ -834,3 +914,72 @@ const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strom_log::{FileCache, LogConfig};
+
+    const LEADER: BrokerId = BrokerId(2);
+
+    fn partition(dir: &Path) -> Partition {
+        let log =
+            PartitionLog::open(dir, LogConfig::default(), &FileCache::new(16), true, 0).unwrap();
+        Partition::new("t", 0, log, Some(Arc::new(Notify::new())))
+    }
+
+    fn registration(leader_epoch: i32) -> Registration {
+        Registration {
+            leader_epoch,
+            partition_epoch: leader_epoch,
+            replicas: vec![BrokerId(1), LEADER],
+            isr: vec![BrokerId(1), LEADER],
+        }
+    }
+
+    /// One batch of `n` records as a leader in epoch 1 wrote it, read back from its log.
+    fn leader_records(dir: &Path, n: usize) -> Bytes {
+        let mut log =
+            PartitionLog::open(dir, LogConfig::default(), &FileCache::new(16), true, 0).unwrap();
+        log.become_leader(1).unwrap();
+        let batch = strom_wire::records::plain_batch(
+            (0..n).map(|_| (None, Some(Bytes::from_static(b"v")))),
+            0,
+            1,
+        );
+        log.append(&batch, 0).unwrap();
+        log.read(0, 1 << 20, true).unwrap().records
+    }
+
+    #[test]
+    fn a_fetch_answer_is_applied_only_while_its_leader_epoch_and_offset_still_hold() {
+        let dirs = tempfile::tempdir().unwrap();
+        let records = leader_records(&dirs.path().join("leader"), 3);
+        let p = partition(&dirs.path().join("follower"));
+        assert_eq!(p.follower_fetch_position().unwrap(), None, "no leader yet");
+        p.become_follower(BrokerId(1), LEADER, registration(1), 0);
+        let at = p.follower_fetch_position().unwrap().unwrap();
+        assert_eq!(
+            (at.leader, at.leader_epoch, at.fetch_offset),
+            (LEADER, 1, 0)
+        );
+
+        // This broker took over before the answer came: the answer is dropped, so the
+        // new leader's log holds nothing of an epoch its cache does not describe.
+        p.become_leader(BrokerId(1), registration(2), 0).unwrap();
+        assert!(p.append_as_follower(&at, &records, 3, 0).unwrap().is_none());
+        assert_eq!(p.truncate_diverged(&at, 0, 0).unwrap(), None);
+        assert_eq!(p.with_log(|l| l.log_end_offset()).unwrap(), 0);
+
+        // Following again in a newer epoch: an answer to the old epoch's fetch is stale.
+        p.become_follower(BrokerId(1), LEADER, registration(3), 0);
+        assert!(p.append_as_follower(&at, &records, 3, 0).unwrap().is_none());
+        let at = p.follower_fetch_position().unwrap().unwrap();
+        let info = p.append_as_follower(&at, &records, 3, 0).unwrap().unwrap();
+        assert_eq!((info.base_offset, info.last_offset), (0, 2));
+
+        // The same answer twice: the second finds the log moved on and is dropped.
+        assert!(p.append_as_follower(&at, &records, 3, 0).unwrap().is_none());
+        assert_eq!(p.with_log(|l| l.log_end_offset()).unwrap(), 3);
+    }
+}

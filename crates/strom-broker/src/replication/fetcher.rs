@@ -29,7 +29,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
-use crate::partition::Partition;
+use crate::partition::{FetchPosition, Partition};
 use crate::BrokerState;
 
 /// The Fetch version followers send: the first with `ReplicaState` (KIP-903).
@@ -224,25 +224,29 @@ async fn run_fetcher(
         delayed.retain(|_, until| *until > now);
         let image = state.metadata.image();
         let mut wanted: HashMap<(Uuid, i32), FetchPartition> = HashMap::new();
-        let mut requested: BTreeMap<(Uuid, i32), Arc<Partition>> = BTreeMap::new();
+        let mut requested: BTreeMap<(Uuid, i32), (Arc<Partition>, FetchPosition)> = BTreeMap::new();
         for p in &followed {
             if delayed.contains_key(&(p.topic.clone(), p.index)) {
                 continue;
             }
-            let (Some(topic), Ok((log_end, last_epoch, log_start))) =
-                (image.topic(&p.topic), p.follower_fetch_position())
+            // A partition whose leader moved away from `source` waits for `follow` to
+            // hand it to the right fetcher.
+            let (Some(topic), Ok(Some(at))) = (image.topic(&p.topic), p.follower_fetch_position())
             else {
                 continue;
             };
+            if at.leader != source {
+                continue;
+            }
             let fetch = FetchPartition::default()
                 .with_partition(p.index)
-                .with_current_leader_epoch(p.leader_epoch())
-                .with_fetch_offset(log_end)
-                .with_last_fetched_epoch(last_epoch)
-                .with_log_start_offset(log_start)
+                .with_current_leader_epoch(at.leader_epoch)
+                .with_fetch_offset(at.fetch_offset)
+                .with_last_fetched_epoch(at.last_fetched_epoch)
+                .with_log_start_offset(at.log_start_offset)
                 .with_partition_max_bytes(config.fetch_max_bytes);
             wanted.insert((topic.id, p.index), fetch);
-            requested.insert((topic.id, p.index), p.clone());
+            requested.insert((topic.id, p.index), (p.clone(), at));
         }
         if requested.is_empty() {
             let wait = delayed.values().min().map_or(backoff, |t| *t - now);
@@ -352,12 +356,12 @@ async fn run_fetcher(
         session.answered(response.session_id);
         for topic in response.responses {
             for data in topic.partitions {
-                let Some(p) = requested.get(&(topic.topic_id, data.partition_index)) else {
+                let Some((p, at)) = requested.get(&(topic.topic_id, data.partition_index)) else {
                     tracing::warn!(source = source.0, topic_id = %topic.topic_id, partition = data.partition_index, "the leader answered for a partition that was not asked for");
                     continue;
                 };
                 let code = data.error_code;
-                if let Err(reason) = apply_fetched(p, data) {
+                if let Err(reason) = apply_fetched(p, at, data) {
                     let partition = format!("{}-{}", p.topic, p.index);
                     let message = "replica fetch of a partition failed; retrying after replica.fetch.backoff.ms";
                     if leadership_moving(code) {
@@ -386,19 +390,24 @@ fn leadership_moving(error_code: i16) -> bool {
     )
 }
 
-/// Applies one partition's part of a fetch response to the follower's log.
-fn apply_fetched(p: &Partition, data: PartitionData) -> Result<(), String> {
+/// Applies one partition's part of a fetch response, sent from `at`, to the follower's
+/// log. A stale answer (see [`Partition::append_as_follower`]) is dropped silently: the
+/// next fetch starts from where the log is now.
+fn apply_fetched(p: &Partition, at: &FetchPosition, data: PartitionData) -> Result<(), String> {
+    let name = || format!("{}-{}", p.topic, p.index);
     match ResponseError::try_from_code(data.error_code) {
         None => {}
         Some(ResponseError::OffsetOutOfRange) => {
-            let (log_end, _, _) = p.follower_fetch_position().map_err(|e| e.to_string())?;
+            let log_end = at.fetch_offset;
             return if data.log_start_offset >= 0 && log_end < data.log_start_offset {
-                tracing::info!(partition = %format!("{}-{}", p.topic, p.index), log_end, leader_log_start = data.log_start_offset, "follower is behind the leader's log start; restarting the log there");
-                p.truncate_fully_and_start_at(data.log_start_offset)
+                tracing::info!(partition = %name(), log_end, leader_log_start = data.log_start_offset, "follower is behind the leader's log start; restarting the log there");
+                p.truncate_fully_and_start_at(at, data.log_start_offset)
+                    .map(drop)
                     .map_err(|e| e.to_string())
             } else if data.high_watermark >= 0 && log_end > data.high_watermark {
-                tracing::warn!(partition = %format!("{}-{}", p.topic, p.index), log_end, leader_high_watermark = data.high_watermark, "follower is ahead of the leader; truncating to the leader's high watermark");
-                p.truncate_to(data.high_watermark)
+                tracing::warn!(partition = %name(), log_end, leader_high_watermark = data.high_watermark, "follower is ahead of the leader; truncating to the leader's high watermark");
+                p.truncate_to(at, data.high_watermark)
+                    .map(drop)
                     .map_err(|e| e.to_string())
             } else {
                 Err(format!("offset {log_end} out of range on the leader"))
@@ -408,22 +417,17 @@ fn apply_fetched(p: &Partition, data: PartitionData) -> Result<(), String> {
     }
     if data.diverging_epoch.epoch >= 0 {
         let diverging = data.diverging_epoch;
-        let (local_epoch, local_end) = p
-            .end_offset_for_epoch(diverging.epoch)
+        let truncated = p
+            .truncate_diverged(at, diverging.epoch, diverging.end_offset)
             .map_err(|e| e.to_string())?;
-        let offset = if local_epoch < 0 {
-            p.follower_fetch_position().map_err(|e| e.to_string())?.2
-        } else if local_epoch == diverging.epoch {
-            local_end.min(diverging.end_offset)
-        } else {
-            local_end
-        };
-        tracing::info!(partition = %format!("{}-{}", p.topic, p.index), offset, leader_epoch = diverging.epoch, leader_end_offset = diverging.end_offset, "truncating a diverged follower log");
-        return p.truncate_to(offset).map_err(|e| e.to_string());
+        if let Some(offset) = truncated {
+            tracing::info!(partition = %name(), offset, leader_epoch = diverging.epoch, leader_end_offset = diverging.end_offset, "truncated a diverged follower log");
+        }
+        return Ok(());
     }
     let records = data.records.unwrap_or_default();
-    p.append_as_follower(&records, data.high_watermark, data.log_start_offset)
-        .map(|_| ())
+    p.append_as_follower(at, &records, data.high_watermark, data.log_start_offset)
+        .map(drop)
         .map_err(|e| e.to_string())
 }
 
