@@ -399,19 +399,25 @@ fn apply_fetched(p: &Partition, at: &FetchPosition, data: PartitionData) -> Resu
         None => {}
         Some(ResponseError::OffsetOutOfRange) => {
             let log_end = at.fetch_offset;
-            return if data.log_start_offset >= 0 && log_end < data.log_start_offset {
-                tracing::info!(partition = %name(), log_end, leader_log_start = data.log_start_offset, "follower is behind the leader's log start; restarting the log there");
-                p.truncate_fully_and_start_at(at, data.log_start_offset)
-                    .map(drop)
-                    .map_err(|e| e.to_string())
-            } else if data.high_watermark >= 0 && log_end > data.high_watermark {
-                tracing::warn!(partition = %name(), log_end, leader_high_watermark = data.high_watermark, "follower is ahead of the leader; truncating to the leader's high watermark");
-                p.truncate_to(at, data.high_watermark)
-                    .map(drop)
-                    .map_err(|e| e.to_string())
-            } else {
-                Err(format!("offset {log_end} out of range on the leader"))
-            };
+            if data.log_start_offset >= 0 && log_end < data.log_start_offset {
+                let restarted = p
+                    .truncate_fully_and_start_at(at, data.log_start_offset)
+                    .map_err(|e| e.to_string())?;
+                if restarted.is_some() {
+                    tracing::info!(partition = %name(), log_end, leader_log_start = data.log_start_offset, "follower was behind the leader's log start; restarted the log there");
+                }
+                return Ok(());
+            }
+            if data.high_watermark >= 0 && log_end > data.high_watermark {
+                let truncated = p
+                    .truncate_to(at, data.high_watermark)
+                    .map_err(|e| e.to_string())?;
+                if truncated.is_some() {
+                    tracing::warn!(partition = %name(), log_end, leader_high_watermark = data.high_watermark, "follower was ahead of the leader; truncated to the leader's high watermark");
+                }
+                return Ok(());
+            }
+            return Err(format!("offset {log_end} out of range on the leader"));
         }
         Some(e) => return Err(format!("{e:?}")),
     }
