@@ -26,12 +26,10 @@ fn strom(args: &[&str]) -> (bool, String, String) {
 }
 
 /// Kafka's `config/kraft/server.properties` for one combined node, on free ports (the
-/// controller listener's port must be known before start: it is in the voter list).
+/// controller listener's port must be known before start: it is in the voter list, so it
+/// comes from the cluster launcher's range, which no outgoing connection's port can take).
 fn quickstart(logs: &Path) -> Vec<String> {
-    let controller = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .unwrap()
-        .port();
+    let controller = strom_perf::local_cluster::free_port().expect("a free port");
     [
         "process.roles=broker,controller".to_string(),
         "node.id=1".to_string(),

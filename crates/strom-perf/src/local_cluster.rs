@@ -80,15 +80,27 @@ pub struct LocalCluster {
 /// node that is to listen on it binds it.
 const PORTS: std::ops::Range<u16> = 20_000..32_000;
 
-/// A port of [`PORTS`] nothing listens on now.
-fn free_port() -> Result<u16> {
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos())
-        ^ std::process::id().rotate_left(16);
+/// A port of [`PORTS`] nothing listens on now and this process has not handed out before.
+///
+/// A probe bind only says the port is free this instant: the node that will listen on it
+/// binds it later, so two nodes of one cluster must never be handed the same free port.
+/// Every call therefore moves one process-wide cursor on (a random start, then a stride
+/// coprime to the span), which visits each port once before it comes round again.
+pub fn free_port() -> Result<u16> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::OnceLock;
+    static CURSOR: OnceLock<AtomicU32> = OnceLock::new();
     let span = u32::from(PORTS.end - PORTS.start);
-    for i in 0..span {
-        let port = PORTS.start + ((seed.wrapping_add(i.wrapping_mul(7919))) % span) as u16;
+    let cursor = CURSOR.get_or_init(|| {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos())
+            ^ std::process::id().rotate_left(16);
+        AtomicU32::new(seed % span)
+    });
+    for _ in 0..span {
+        let step = cursor.fetch_add(1, Ordering::Relaxed);
+        let port = PORTS.start + ((step % span) * 7919 % span) as u16;
         if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
             return Ok(port);
         }
