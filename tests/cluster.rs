@@ -5,8 +5,8 @@
 //! controlled shutdown and the restarted broker rejoins; a broker killed with -9 is fenced
 //! after its session timeout; three controller-only and two broker-only processes work as
 //! well; the controller listener refuses foreign clusters, duplicate registrations and
-//! garbage; `strom bench quorum` reports every round it timed. Every wait polls its
-//! condition.
+//! garbage; `strom bench quorum` reports every round it timed; dynamic broker configs
+//! reach every broker through the metadata log. Every wait polls its condition.
 
 mod common;
 
@@ -641,4 +641,108 @@ fn strom_topics_creates_lists_describes_alters_and_deletes_as_kafka_topics_does(
     );
     let (ok, _, err) = topics(&b, &["--zookeeper", "localhost:2181", "--list"]);
     assert!(!ok && err.contains("--bootstrap-server"), "{err}");
+}
+
+/// The error code of a one-record batch of `size` bytes produced to `topic`-`partition`
+/// on the broker at `addr` (acks=1).
+fn produce_code(addr: &str, topic: &str, partition: i32, size: usize) -> i16 {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
+    let value = vec![b'x'; size];
+    let request = ProduceRequest::default()
+        .with_acks(1)
+        .with_timeout_ms(30_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(common::raw::topic_name(topic))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(common::raw::batch(&[&value])))])]);
+    let response: ProduceResponse =
+        common::raw::Conn::connect(addr).call(ApiKey::Produce, 9, &request);
+    response.responses[0].partition_responses[0].error_code
+}
+
+#[test]
+fn dynamic_broker_configs_reach_every_broker_through_the_metadata_log_and_survive_a_restart() {
+    const MESSAGE_TOO_LARGE: i16 = 10;
+    let mut cluster = TestCluster::combined(3, &[]);
+    let b = cluster.nodes[0].address();
+    assert!(topics(&b, &["--create", "--topic", "dyn", "--partitions", "3"]).0);
+    assert!(wait_until(TIMEOUT, || {
+        let led = leaders(&b, "dyn");
+        led.len() == 3 && led.iter().all(|l| *l > 0)
+    }));
+    let led = leaders(&b, "dyn");
+    let code = |p: usize| produce_code(&cluster.node(led[p]).address(), "dyn", p as i32, 2500);
+    assert!((0..3).all(|p| code(p) == 0));
+
+    // The cluster-wide default, written through one broker, reaches every leader.
+    strom_tool(&[
+        "configs",
+        "--bootstrap-server",
+        &b,
+        "--broker-defaults",
+        "--alter",
+        "--add-config",
+        "message.max.bytes=2000",
+    ]);
+    assert!(wait_until(TIMEOUT, || (0..3).all(|p| code(p) == MESSAGE_TOO_LARGE)));
+
+    // One broker's own value applies to that broker alone.
+    let own = led[0];
+    strom_tool(&[
+        "configs",
+        "--bootstrap-server",
+        &b,
+        "--broker",
+        &own.to_string(),
+        "--alter",
+        "--add-config",
+        "message.max.bytes=3000",
+    ]);
+    assert!(wait_until(TIMEOUT, || code(0) == 0));
+    for (p, leader) in led.iter().enumerate().skip(1) {
+        if *leader != own {
+            assert_eq!(code(p), MESSAGE_TOO_LARGE, "partition {p}");
+        }
+    }
+    let described = strom_tool(&[
+        "configs",
+        "--bootstrap-server",
+        &b,
+        "--broker",
+        &own.to_string(),
+        "--describe",
+    ]);
+    assert_eq!(
+        described,
+        format!("Dynamic configs for broker {own} are:\n  message.max.bytes=3000 sensitive=false synonyms={{DYNAMIC_BROKER_CONFIG:message.max.bytes=3000, DYNAMIC_DEFAULT_BROKER_CONFIG:message.max.bytes=2000}}\n")
+    );
+
+    // A restarted broker takes both again from the metadata log.
+    let other = (1..=3).find(|id| *id != own).expect("another broker");
+    assert!(cluster.terminate(other));
+    cluster.restart(other).expect("restart");
+    let address = cluster.node(other).address();
+    // (Polled: the topic is unknown there until the broker has replayed the metadata.)
+    let max_message_bytes = || {
+        let out = Command::new(env!("CARGO_BIN_EXE_strom"))
+            .args(["configs", "--bootstrap-server", &address])
+            .args(["--topic", "dyn", "--describe", "--all"])
+            .output()
+            .expect("run strom configs");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find(|l| l.starts_with("  max.message.bytes="))
+            .map(str::to_string)
+    };
+    assert!(
+        wait_until(TIMEOUT, || {
+            max_message_bytes().is_some_and(|l| l.starts_with(
+            "  max.message.bytes=2000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:message.max.bytes=2000,"
+        ))
+        }),
+        "{:?}",
+        max_message_bytes()
+    );
 }

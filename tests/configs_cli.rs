@@ -1,10 +1,11 @@
 //! `strom configs` (kafka-configs.sh) against a real broker: Kafka's lines for topics and
-//! brokers, synonyms in Kafka's order, alterations that take effect, and Kafka's
-//! messages for what it refuses.
+//! brokers, synonyms in Kafka's order, alterations (topic overrides and dynamic broker
+//! configs) that take effect, and Kafka's messages for what it refuses.
 
 mod common;
 
 use common::client::create_topic;
+use common::raw::{batch, Conn};
 use common::{stdout_of, strom, StromBroker};
 
 fn configs(bootstrap: &str, args: &[&str]) -> std::process::Output {
@@ -88,10 +89,21 @@ fn topic_configs_are_altered_and_described_as_kafka_prints_them() {
     );
 }
 
+/// The error code a 2,500-byte and a 3,500-byte record batch get from the broker.
+fn produce_codes(broker: &StromBroker, topic: &str) -> (i16, i16) {
+    let mut conn = Conn::open(broker);
+    (
+        conn.produce(topic, batch(&[&[b'x'; 2500]])).0,
+        conn.produce(topic, batch(&[&[b'x'; 3500]])).0,
+    )
+}
+
 #[test]
-fn broker_configs_are_described_and_their_alteration_is_refused_clearly() {
-    let broker = StromBroker::start(&[]);
+fn broker_configs_change_at_runtime_per_broker_and_cluster_wide_and_survive_a_restart() {
+    const MESSAGE_TOO_LARGE: i16 = 10;
+    let mut broker = StromBroker::start(&["message.max.bytes=10000"]);
     let b = broker.bootstrap();
+    create_topic(&b, "dyn", 1);
     let listing = stdout_of(&configs(&b, &["--entity-type", "brokers", "--describe"]));
     assert_eq!(
         listing,
@@ -103,22 +115,103 @@ fn broker_configs_are_described_and_their_alteration_is_refused_clearly() {
         all.contains(" sensitive=false synonyms={STATIC_BROKER_CONFIG:log.dirs="),
         "{all}"
     );
-    let altered = configs(
+    assert_eq!(produce_codes(&broker, "dyn"), (0, 0));
+
+    // The cluster-wide default, then this broker's own value over it.
+    let default = configs(
+        &b,
+        &[
+            "--broker-defaults",
+            "--alter",
+            "--add-config",
+            "message.max.bytes=2000",
+        ],
+    );
+    assert_eq!(
+        stdout_of(&default),
+        "Completed updating default config for brokers in the cluster.\n"
+    );
+    assert_eq!(
+        produce_codes(&broker, "dyn"),
+        (MESSAGE_TOO_LARGE, MESSAGE_TOO_LARGE)
+    );
+    let own = configs(
         &b,
         &[
             "--broker",
             "1",
             "--alter",
             "--add-config",
-            "log.cleaner.threads=2",
+            "message.max.bytes=3000",
         ],
     );
-    let stderr = stderr_of(&altered);
-    assert!(
-        stderr.starts_with("Error while executing config command with args '"),
-        "{stderr}"
+    assert_eq!(stdout_of(&own), "Completed updating config for broker 1.\n");
+    assert_eq!(produce_codes(&broker, "dyn"), (0, MESSAGE_TOO_LARGE));
+    assert_eq!(
+        stdout_of(&configs(&b, &["--broker", "1", "--describe"])),
+        "Dynamic configs for broker 1 are:\n\
+         \x20 message.max.bytes=3000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:message.max.bytes=3000, DYNAMIC_DEFAULT_BROKER_CONFIG:message.max.bytes=2000, STATIC_BROKER_CONFIG:message.max.bytes=10000}\n"
     );
-    assert!(stderr.contains("set them in server.properties"), "{stderr}");
+    assert_eq!(
+        stdout_of(&configs(&b, &["--broker-defaults", "--describe"])),
+        "Default configs for brokers in the cluster are:\n\
+         \x20 message.max.bytes=2000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:message.max.bytes=2000}\n"
+    );
+    let topic = stdout_of(&configs(&b, &["--topic", "dyn", "--describe", "--all"]));
+    assert!(
+        topic.contains("  max.message.bytes=3000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:message.max.bytes=3000, DYNAMIC_DEFAULT_BROKER_CONFIG:message.max.bytes=2000, STATIC_BROKER_CONFIG:message.max.bytes=10000, DEFAULT_CONFIG:message.max.bytes=1048588}\n"),
+        "{topic}"
+    );
+
+    // Kafka's refusals: a static key, an unknown key, a bad value; nothing changes.
+    for (add, message) in [
+        (
+            "num.partitions=3",
+            "Cannot update these configs dynamically: Set(num.partitions)",
+        ),
+        ("no.such.key=1", "Unknown broker configs: no.such.key"),
+        (
+            "message.max.bytes=abc",
+            "invalid value 'abc' for configuration 'message.max.bytes'",
+        ),
+    ] {
+        let refused = configs(&b, &["--broker", "1", "--alter", "--add-config", add]);
+        let stderr = stderr_of(&refused);
+        assert!(
+            stderr.starts_with("Error while executing config command with args '"),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains(
+                "Invalid config value for resource ConfigResource(type=BROKER, name='1'): "
+            ) && stderr.contains(message),
+            "{stderr}"
+        );
+    }
+
+    // Kept across a restart; deleting this broker's value leaves the default in force.
+    assert!(broker.terminate().success());
+    broker.restart();
+    let b = broker.bootstrap();
+    assert_eq!(produce_codes(&broker, "dyn"), (0, MESSAGE_TOO_LARGE));
+    let deleted = configs(
+        &b,
+        &[
+            "--broker",
+            "1",
+            "--alter",
+            "--delete-config",
+            "message.max.bytes",
+        ],
+    );
+    assert_eq!(
+        stdout_of(&deleted),
+        "Completed updating config for broker 1.\n"
+    );
+    assert_eq!(
+        produce_codes(&broker, "dyn"),
+        (MESSAGE_TOO_LARGE, MESSAGE_TOO_LARGE)
+    );
 }
 
 #[test]

@@ -18,6 +18,10 @@ Usage: admin_and_topic_configs_confluent.py HOST:PORT
    operations get Kafka's answer without an authorizer (every supported operation).
 7. A transactional producer fails at once with a fatal error saying transactions are not
    supported, instead of waiting out its timeout.
+8. incremental_alter_configs on broker 1 (a dynamic broker config) changes its log
+   defaults: a topic without overrides reports the new retention.ms with source
+   DYNAMIC_BROKER_CONFIG; a static key is refused with INVALID_REQUEST. (librdkafka does
+   not send the cluster-wide default's empty broker name.)
 
 Exits 0 on success (printing PASS); on failure prints what differed and exits 1.
 """
@@ -34,7 +38,14 @@ from confluent_kafka import (
     TopicPartition,
     TIMESTAMP_LOG_APPEND_TIME,
 )
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewTopic,
+)
 
 TIMEOUT_S = 30
 
@@ -164,6 +175,27 @@ def main():
         # Before, COORDINATOR_NOT_AVAILABLE was retried until the call timed out.
         check(err.fatal(), f"transaction error is not fatal (a time-out?): {err}")
         check("not supported" in err.str(), f"transaction error does not say why: {err.str()}")
+
+    # 8. Dynamic broker configs.
+    broker = ConfigResource("BROKER", "1", incremental_configs=[
+        ConfigEntry("log.retention.ms", "3600000",
+                    incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([broker])[broker].result(timeout=TIMEOUT_S)
+    topic_resource = ConfigResource("TOPIC", "configs")
+    topic_configs = admin.describe_configs([topic_resource])[topic_resource].result(timeout=TIMEOUT_S)
+    retention = topic_configs["retention.ms"]
+    check(retention.value == "3600000"
+          and retention.source == ConfigSource.DYNAMIC_BROKER_CONFIG.value,
+          f"retention.ms after the dynamic broker config: {retention.value} source {retention.source}")
+    static = ConfigResource("BROKER", "1", incremental_configs=[
+        ConfigEntry("num.partitions", "3", incremental_operation=AlterConfigOpType.SET)])
+    try:
+        admin.incremental_alter_configs([static])[static].result(timeout=TIMEOUT_S)
+        fail("a static broker config was altered")
+    except KafkaException as e:
+        check(e.args[0].code() == KafkaError.INVALID_REQUEST
+              and "Cannot update these configs dynamically" in e.args[0].str(),
+              f"static broker config refused with {e.args[0]}")
 
     print("PASS", flush=True)
 

@@ -278,9 +278,27 @@ pub async fn replace_topic_configs(
         }
         return state.logs.set_topic_configs(name, validated);
     };
+    replace_configs_in_quorum(
+        state,
+        quorum,
+        ConfigResource::Topic(name.to_string()),
+        validated,
+        validate_only,
+    )
+    .await
+}
+
+/// Has the active controller make `configs` the whole config set of `resource`.
+async fn replace_configs_in_quorum(
+    state: &BrokerState,
+    quorum: &crate::quorum_channel::QuorumChannel,
+    resource: ConfigResource,
+    configs: BTreeMap<String, String>,
+    validate_only: bool,
+) -> Result<(), ApiError> {
     let write = AdminWrite::AlterConfigs {
-        resource: ConfigResource::Topic(name.to_string()),
-        changes: validated.into_iter().map(|(k, v)| (k, Some(v))).collect(),
+        resource,
+        changes: configs.into_iter().map(|(k, v)| (k, Some(v))).collect(),
         replace: true,
         validate_only,
     };
@@ -295,6 +313,44 @@ pub async fn replace_topic_configs(
         AdminResult::AlterConfigs(r) => r.map_err(crate::quorum_channel::api_error),
         other => Err(unexpected(other)),
     }
+}
+
+/// Validates `configs` as the whole new set of dynamic configs of `entity` (a broker id,
+/// `None` for the cluster-wide default) and, unless `validate_only`, makes it so: in the
+/// metadata log on a cluster (every broker applies it from there), in the node's own
+/// file standalone.
+pub async fn replace_broker_configs(
+    state: &BrokerState,
+    entity: Option<i32>,
+    configs: BTreeMap<String, String>,
+    validate_only: bool,
+) -> Result<(), ApiError> {
+    let configs = crate::dynamic_config::validate(
+        &state.dynamic_configs,
+        &state.config.given,
+        state.node_id(),
+        entity,
+        &configs,
+    )?;
+    let Some(quorum) = &state.quorum else {
+        if validate_only {
+            return Ok(());
+        }
+        state
+            .dynamic_configs
+            .store(entity, configs)
+            .map_err(|e| ApiError::new(ResponseError::KafkaStorageError, e.to_string()))?;
+        crate::dynamic_config::apply(state);
+        return Ok(());
+    };
+    replace_configs_in_quorum(
+        state,
+        quorum,
+        ConfigResource::Broker(entity.map(BrokerId)),
+        configs,
+        validate_only,
+    )
+    .await
 }
 
 /// A new producer id: from this node's file-backed blocks standalone, from blocks the

@@ -9,6 +9,7 @@ pub mod broker_lifecycle;
 pub mod cli;
 pub mod config;
 pub mod connection;
+pub mod dynamic_config;
 pub mod error;
 pub mod fetch_session;
 pub mod group;

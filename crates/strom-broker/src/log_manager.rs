@@ -52,7 +52,9 @@ struct PartitionToLoad {
 #[derive(Debug)]
 pub struct LogManager {
     dirs: Vec<PathBuf>,
-    defaults: LogConfig,
+    /// The broker's log defaults: `server.properties` overlaid with the dynamic broker
+    /// configs (KIP-226), which can change while the broker runs.
+    defaults: RwLock<LogConfig>,
     cluster_id: String,
     topics: RwLock<HashMap<String, Arc<Topic>>>,
     /// Serializes topic creation, deletion and alteration, which touch files and the map.
@@ -73,7 +75,9 @@ pub struct LogManager {
 impl LogManager {
     /// Opens the log directories, loading every topic and opening its partitions in
     /// parallel. A partition whose log cannot be opened is offline; the others serve.
-    pub fn open(config: &BrokerConfig) -> Result<Self, BrokerError> {
+    /// Opens every log under `config.log_dirs`, with `defaults` as the broker's log
+    /// defaults (the static ones overlaid with the dynamic ones known at start).
+    pub fn open(config: &BrokerConfig, defaults: LogConfig) -> Result<Self, BrokerError> {
         let recovery_threads = config.num_recovery_threads_per_data_dir;
         open_files_limit::ensure(open_files_limit::needed(
             config.log_open_files_max,
@@ -111,7 +115,7 @@ impl LogManager {
         )?;
         let manager = Self {
             dirs: config.log_dirs.clone(),
-            defaults: config.log_defaults.clone(),
+            defaults: RwLock::new(defaults),
             cluster_id,
             topics: RwLock::new(HashMap::new()),
             admin: Mutex::new(()),
@@ -129,7 +133,7 @@ impl LogManager {
         let records = TopicRecord::read_all(&manager.metadata_dir())?;
         let mut to_load = Vec::new();
         for (name, record) in &records {
-            let log_config = topic_config::log_config(&manager.defaults, &record.configs);
+            let log_config = topic_config::log_config(&manager.defaults.read(), &record.configs);
             for index in record.indexes() {
                 to_load.push(PartitionToLoad {
                     topic: name.clone(),
@@ -317,8 +321,21 @@ impl LogManager {
         self.topic(topic).and_then(|t| t.partition(partition))
     }
 
-    pub fn defaults(&self) -> &LogConfig {
-        &self.defaults
+    pub fn defaults(&self) -> LogConfig {
+        self.defaults.read().clone()
+    }
+
+    /// Makes `defaults` the broker's log defaults (a dynamic broker config changed) and
+    /// applies them to every hosted partition whose topic does not override them.
+    pub fn set_defaults(&self, defaults: LogConfig) {
+        let _admin = self.admin.lock();
+        *self.defaults.write() = defaults;
+        for topic in self.topics.read().values() {
+            let log_config = topic_config::log_config(&self.defaults.read(), &topic.configs.read());
+            for partition in topic.hosted() {
+                let _ = partition.with_log(|log| log.set_config(log_config.clone()));
+            }
+        }
     }
 
     /// Creates a topic (CreateTopics, or auto-creation). With `validate_only` nothing is
@@ -415,7 +432,7 @@ impl LogManager {
         topic: &Topic,
         indexes: impl IntoIterator<Item = i32>,
     ) -> Result<(), BrokerError> {
-        let log_config = topic_config::log_config(&self.defaults, &topic.configs.read());
+        let log_config = topic_config::log_config(&self.defaults.read(), &topic.configs.read());
         let mut created = Vec::new();
         let result = indexes.into_iter().try_for_each(|p| {
             let dir = self.partition_dir(&topic.name, p);
@@ -497,7 +514,7 @@ impl LogManager {
         }
         if configs_changed {
             *topic.configs.write() = configs.clone();
-            let log_config = topic_config::log_config(&self.defaults, configs);
+            let log_config = topic_config::log_config(&self.defaults.read(), configs);
             for partition in topic.hosted() {
                 let _ = partition.with_log(|log| log.set_config(log_config.clone()));
             }
@@ -577,7 +594,7 @@ impl LogManager {
         let topic = self.topic(name).ok_or_else(ApiError::unknown_topic)?;
         *topic.configs.write() = configs;
         topic.record().write(&self.metadata_dir(), name)?;
-        let log_config = topic_config::log_config(&self.defaults, &topic.configs.read());
+        let log_config = topic_config::log_config(&self.defaults.read(), &topic.configs.read());
         for partition in topic.hosted() {
             let _ = partition.with_log(|log| log.set_config(log_config.clone()));
         }

@@ -132,6 +132,10 @@ pub fn apply_image(
     caught_up: bool,
 ) -> Result<(), String> {
     let me = BrokerId(state.node_id());
+    // Log defaults first: a topic hosted below takes them.
+    if state.dynamic_configs.update_from_image(image) {
+        crate::dynamic_config::apply(state);
+    }
     let mut followed = Vec::new();
     let mut transitions = Vec::new();
     for topic in image.topics() {

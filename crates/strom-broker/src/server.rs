@@ -17,6 +17,7 @@ use strom_controller::{ControllerClient, QuorumConfig, QuorumController};
 use strom_metadata::{Endpoint, MetadataImage};
 
 use crate::config::Listener;
+use crate::dynamic_config::DynamicBrokerConfigs;
 use crate::fetch_session::FetchSessionCache;
 use crate::group::{CoordinatorConfig, GroupCoordinator};
 use crate::log_manager::LogManager;
@@ -103,8 +104,19 @@ impl Broker {
         self,
         failed: tokio::sync::oneshot::Sender<String>,
     ) -> Result<BrokerPart, BrokerError> {
+        let dynamic_configs = if self.config.kraft.roles.is_some() {
+            DynamicBrokerConfigs::from_metadata()
+        } else {
+            DynamicBrokerConfigs::standalone(&self.config.log_dirs[0].join("__strom_metadata"))?
+        };
+        let defaults = dynamic_configs
+            .log_defaults(&self.config.given, self.config.node_id)
+            .unwrap_or_else(|e| {
+                tracing::error!(error = %e, "the stored dynamic broker configs are invalid; starting with server.properties alone");
+                self.config.log_defaults.clone()
+            });
         let config = self.config.clone();
-        let logs = tokio::task::spawn_blocking(move || LogManager::open(&config))
+        let logs = tokio::task::spawn_blocking(move || LogManager::open(&config, defaults))
             .await
             .map_err(|e| BrokerError::Io(std::io::Error::other(e)))??;
         let producer_ids =
@@ -190,6 +202,7 @@ impl Broker {
             memory: MemoryTrimmer::default(),
             quorum: quorum.clone(),
             fetch_sessions,
+            dynamic_configs,
         });
         tokio::spawn(alter_partition::run(
             state.clone(),

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use crate::config::{BrokerConfig, Listener};
+use crate::dynamic_config::DynamicBrokerConfigs;
 use crate::fetch_session::FetchSessionCache;
 use crate::group::GroupCoordinator;
 use crate::log_manager::LogManager;
@@ -32,6 +33,8 @@ pub struct BrokerState {
     pub replication: Replication,
     /// Incremental fetch sessions (KIP-227).
     pub fetch_sessions: FetchSessionCache,
+    /// Dynamic broker configs (`kafka-configs --entity-type brokers --alter`).
+    pub dynamic_configs: DynamicBrokerConfigs,
 }
 
 impl BrokerState {

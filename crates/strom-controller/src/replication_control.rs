@@ -348,12 +348,21 @@ fn elect(
 }
 
 /// Whether `topic` may elect a replica outside its ISR when no ISR member is alive: its
-/// `unclean.leader.election.enable`, else `default` (the controller's own
-/// `unclean.leader.election.enable` from server.properties, false unless set, as Kafka).
+/// `unclean.leader.election.enable`, else the cluster-wide dynamic broker default
+/// (`kafka-configs --entity-type brokers --entity-default`), else `default` (the
+/// controller's own `unclean.leader.election.enable` from server.properties, false unless
+/// set, as Kafka).
 pub fn unclean_allowed(image: &MetadataImage, topic: &str, default: bool) -> bool {
+    const KEY: &str = "unclean.leader.election.enable";
     image
         .topic_configs(topic)
-        .get("unclean.leader.election.enable")
+        .get(KEY)
+        .or_else(|| {
+            image
+                .configs
+                .get(&strom_metadata::ConfigResource::Broker(None))
+                .and_then(|c| c.get(KEY))
+        })
         .map_or(default, |v| v == "true")
 }
 
@@ -1019,24 +1028,36 @@ mod tests {
             "an explicit UNCLEAN election is always allowed"
         );
 
+        // `unclean.leader.election.enable` of `resource` set to `value`, at offset `at`.
+        let set = |image: &MetadataImage, at: i64, resource: ConfigResource, value: &str| {
+            image.apply_at(
+                at,
+                &[MetadataRecord::Config {
+                    resource,
+                    name: "unclean.leader.election.enable".into(),
+                    value: Some(value.into()),
+                }],
+            )
+        };
+        // Who leads and which ISR after broker 1 dies, the controller's default `default`.
+        let after_1_dies = |image: &MetadataImage, at: i64, default: bool| {
+            let after = set_fenced(image, at, 1, true, default);
+            let p = &after.topic("r").unwrap().partitions[0];
+            (p.leader, p.isr.clone())
+        };
+        let elected = (BrokerId(2), vec![BrokerId(2)]);
+        let none = (BrokerId::NONE, vec![BrokerId(1)]);
+
         // Allowed by the controller's default...
-        let unclean = set_fenced(&image, 4, 1, true, true);
-        let p = &unclean.topic("r").unwrap().partitions[0];
-        assert_eq!((p.leader, p.isr.clone()), (BrokerId(2), vec![BrokerId(2)]));
+        assert_eq!(after_1_dies(&image, 4, true), elected);
         // ... unless the topic says otherwise.
-        let strict = image.apply_at(
-            4,
-            &[MetadataRecord::Config {
-                resource: ConfigResource::Topic("r".into()),
-                name: "unclean.leader.election.enable".into(),
-                value: Some("false".into()),
-            }],
-        );
-        let unclean = set_fenced(&strict, 5, 1, true, true);
-        let p = &unclean.topic("r").unwrap().partitions[0];
-        assert_eq!(
-            (p.leader, p.isr.clone()),
-            (BrokerId::NONE, vec![BrokerId(1)])
-        );
+        let strict = set(&image, 4, ConfigResource::Topic("r".into()), "false");
+        assert_eq!(after_1_dies(&strict, 5, true), none);
+        // The cluster-wide dynamic broker default is above the controller's own...
+        let allowed = set(&image, 4, ConfigResource::Broker(None), "true");
+        assert_eq!(after_1_dies(&allowed, 5, false), elected);
+        // ... and below the topic's.
+        let strict = set(&allowed, 5, ConfigResource::Topic("r".into()), "false");
+        assert_eq!(after_1_dies(&strict, 6, false), none);
     }
 }

@@ -14,6 +14,8 @@ pub const RESOURCE_BROKER: i8 = 4;
 
 /// Kafka's `ConfigSource` ids.
 pub const DYNAMIC_TOPIC_CONFIG: i8 = 1;
+pub const DYNAMIC_BROKER_CONFIG: i8 = 2;
+pub const DYNAMIC_DEFAULT_BROKER_CONFIG: i8 = 3;
 pub const STATIC_BROKER_CONFIG: i8 = 4;
 pub const DEFAULT_CONFIG: i8 = 5;
 
@@ -45,26 +47,40 @@ pub struct ConfigValue {
     pub synonyms: Vec<Synonym>,
 }
 
+/// Where a broker's configs come from, highest precedence first: its own dynamic configs,
+/// the cluster-wide dynamic default, its `server.properties` (Kafka's ConfigHelper order).
+/// For another broker than this one only the dynamic layers are known here.
+pub fn broker_layers(
+    state: &BrokerState,
+    broker: Option<i32>,
+) -> Vec<(i8, BTreeMap<String, String>)> {
+    let mut layers = Vec::with_capacity(3);
+    if let Some(id) = broker {
+        layers.push((DYNAMIC_BROKER_CONFIG, state.dynamic_configs.get(Some(id))));
+    }
+    layers.push((
+        DYNAMIC_DEFAULT_BROKER_CONFIG,
+        state.dynamic_configs.get(None),
+    ));
+    if broker == Some(state.node_id()) {
+        layers.push((STATIC_BROKER_CONFIG, state.config.given.clone()));
+    }
+    layers
+}
+
 /// Every config of `topic` with its effective value and where that value comes from:
-/// the topic's override, the broker's `server.properties`, or the built-in default.
+/// the topic's override, a dynamic broker config, the broker's `server.properties`, or
+/// the built-in default.
 pub fn topic_configs(
     state: &BrokerState,
     overrides: &BTreeMap<String, String>,
 ) -> Vec<ConfigValue> {
     let defaults = state.logs.defaults();
     let built_in = strom_log::LogConfig::default();
+    let layers = broker_layers(state, Some(state.node_id()));
     topic_config::TOPIC_CONFIGS
         .iter()
         .map(|def| {
-            let from_broker = def
-                .broker_synonym
-                .and_then(|b| state.config.given.get(b))
-                .and_then(|v| def.validate(v).ok());
-            let (value, source) = match (overrides.get(def.name), from_broker) {
-                (Some(v), _) => (v.clone(), DYNAMIC_TOPIC_CONFIG),
-                (None, Some(given)) => (given, STATIC_BROKER_CONFIG),
-                (None, None) => (def.default_value(defaults), DEFAULT_CONFIG),
-            };
             let mut synonyms = Vec::new();
             if let Some(v) = overrides.get(def.name) {
                 synonyms.push(Synonym {
@@ -74,13 +90,21 @@ pub fn topic_configs(
                 });
             }
             if let Some(broker_key) = def.broker_synonym {
-                if let Some(given) = state.config.given.get(broker_key) {
-                    synonyms.push(Synonym {
-                        name: broker_key,
-                        value: given.clone(),
-                        source: STATIC_BROKER_CONFIG,
-                    });
+                for (source, configs) in &layers {
+                    if let Some(v) = configs.get(broker_key).and_then(|v| def.validate(v).ok()) {
+                        synonyms.push(Synonym {
+                            name: broker_key,
+                            value: v,
+                            source: *source,
+                        });
+                    }
                 }
+            }
+            let (value, source) = match synonyms.first() {
+                Some(first) => (first.value.clone(), first.source),
+                None => (def.default_value(&defaults), DEFAULT_CONFIG),
+            };
+            if let Some(broker_key) = def.broker_synonym {
                 if !NULL_DEFAULT_BROKER_KEYS.contains(&broker_key) {
                     synonyms.push(Synonym {
                         name: broker_key,
@@ -101,17 +125,10 @@ pub fn topic_configs(
         .collect()
 }
 
-/// The error for altering a resource other than a topic.
+/// The error for a resource type other than a topic or a broker.
 pub fn unsupported_resource(resource_type: i8) -> ApiError {
-    if resource_type == RESOURCE_BROKER {
-        ApiError::new(
-            ResponseError::InvalidRequest,
-            "Broker configs are static in strom: set them in server.properties.",
-        )
-    } else {
-        ApiError::new(
-            ResponseError::InvalidRequest,
-            format!("Unsupported resource type {resource_type}."),
-        )
-    }
+    ApiError::new(
+        ResponseError::InvalidRequest,
+        format!("Unsupported resource type {resource_type}."),
+    )
 }

@@ -1,6 +1,7 @@
 //! DescribeConfigs for topics (every topic config, with its source and, when asked, its
-//! synonyms) and for brokers: a broker id gets the keys it was started with (all static:
-//! strom has no dynamic broker configs), the default-broker entity (an empty name) none.
+//! synonyms) and for brokers: a broker id gets the keys it was started with and its
+//! dynamic configs, the default-broker entity (an empty name) the cluster-wide dynamic
+//! defaults.
 
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
@@ -9,10 +10,10 @@ use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::config_resource::{
-    topic_configs, unsupported_resource, RESOURCE_BROKER, RESOURCE_TOPIC, STATIC_BROKER_CONFIG,
+    broker_layers, topic_configs, unsupported_resource, RESOURCE_BROKER, RESOURCE_TOPIC,
 };
 use super::RequestContext;
-use crate::ApiError;
+use crate::{dynamic_config, ApiError};
 
 fn entry(name: &str, value: String, source: i8, read_only: bool) -> DescribeConfigsResourceResult {
     DescribeConfigsResourceResult::default()
@@ -58,30 +59,40 @@ fn topic_entries(
         .collect())
 }
 
-/// A broker's configs: what its `server.properties` and `--override`s gave, each its own
-/// STATIC_BROKER_CONFIG synonym. The default-broker entity (`""`) holds dynamic defaults,
-/// of which strom has none.
+/// A broker's configs: its dynamic configs, the cluster-wide dynamic defaults and what its
+/// `server.properties` and `--override`s gave, each key with the value of the first of
+/// these that sets it and, as synonyms, every one that does. The default-broker entity
+/// (`""`) holds the cluster-wide dynamic defaults only.
 fn broker_entries(
     ctx: &RequestContext<'_>,
     resource_name: &str,
     include_synonyms: bool,
-) -> Vec<DescribeConfigsResourceResult> {
-    if resource_name.is_empty() {
-        return Vec::new();
-    }
-    ctx.state
-        .config
-        .given
+) -> Result<Vec<DescribeConfigsResourceResult>, ApiError> {
+    let entity = dynamic_config::parse_entity(resource_name)?;
+    let layers = broker_layers(ctx.state, entity);
+    let keys: std::collections::BTreeSet<&String> = layers
         .iter()
-        .map(|(k, v)| {
+        .flat_map(|(_, configs)| configs.keys())
+        .collect();
+    Ok(keys
+        .into_iter()
+        .map(|key| {
+            let set: Vec<(i8, &String)> = layers
+                .iter()
+                .filter_map(|(source, configs)| Some((*source, configs.get(key)?)))
+                .collect();
+            let (source, value) = set[0];
             let synonyms = if include_synonyms {
-                vec![synonym(k, v.clone(), STATIC_BROKER_CONFIG)]
+                set.iter()
+                    .map(|(source, value)| synonym(key, value.to_string(), *source))
+                    .collect()
             } else {
                 Vec::new()
             };
-            entry(k, v.clone(), STATIC_BROKER_CONFIG, true).with_synonyms(synonyms)
+            entry(key, value.clone(), source, !dynamic_config::is_dynamic(key))
+                .with_synonyms(synonyms)
         })
-        .collect()
+        .collect())
 }
 
 pub fn handle(ctx: &RequestContext<'_>, req: DescribeConfigsRequest) -> DescribeConfigsResponse {
@@ -92,11 +103,9 @@ pub fn handle(ctx: &RequestContext<'_>, req: DescribeConfigsRequest) -> Describe
         .map(|resource| {
             let entries = match resource.resource_type {
                 RESOURCE_TOPIC => topic_entries(ctx, &resource.resource_name, &req),
-                RESOURCE_BROKER => Ok(broker_entries(
-                    ctx,
-                    &resource.resource_name,
-                    req.include_synonyms,
-                )),
+                RESOURCE_BROKER => {
+                    broker_entries(ctx, &resource.resource_name, req.include_synonyms)
+                }
                 other => Err(unsupported_resource(other)),
             };
             let result = DescribeConfigsResult::default()

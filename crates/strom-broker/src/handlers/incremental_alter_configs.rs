@@ -1,4 +1,5 @@
-//! IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT on a topic's overrides.
+//! IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT on a topic's overrides or on
+//! a broker's dynamic configs.
 
 use kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource;
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
@@ -6,9 +7,12 @@ use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterC
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
-use super::config_resource::{unsupported_resource, RESOURCE_TOPIC};
+use super::config_resource::{unsupported_resource, RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::RequestContext;
-use crate::{topic_config, ApiError};
+use crate::{dynamic_config, topic_config, ApiError};
+
+/// Where a list key's value comes from when the resource's own set does not hold it.
+type Inherited<'a> = Box<dyn Fn(&str) -> String + Send + Sync + 'a>;
 
 const SET: i8 = 0;
 const DELETE: i8 = 1;
@@ -20,12 +24,27 @@ async fn alter(
     resource: &AlterConfigsResource,
     validate_only: bool,
 ) -> Result<(), ApiError> {
-    if resource.resource_type != RESOURCE_TOPIC {
-        return Err(unsupported_resource(resource.resource_type));
-    }
     let name = resource.resource_name.as_str();
-    let mut configs =
-        crate::admin::topic_overrides(ctx.state, name).ok_or_else(ApiError::unknown_topic)?;
+    let state = ctx.state;
+    // The resource's current set, and where a list key's value comes from when the set
+    // does not hold it (APPEND and SUBTRACT start from the effective value).
+    let (mut configs, inherited): (_, Inherited<'_>) = match resource.resource_type {
+        RESOURCE_TOPIC => (
+            crate::admin::topic_overrides(state, name).ok_or_else(ApiError::unknown_topic)?,
+            Box::new(|key| topic_config::default_value(&state.logs.defaults(), key)),
+        ),
+        RESOURCE_BROKER => {
+            let entity = dynamic_config::parse_entity(name)?;
+            let effective = state
+                .dynamic_configs
+                .effective_properties(&state.config.given, state.node_id());
+            (
+                state.dynamic_configs.get(entity),
+                Box::new(move |key| effective.get(key).cloned().unwrap_or_default()),
+            )
+        }
+        other => return Err(unsupported_resource(other)),
+    };
     for c in &resource.configs {
         let key = c.name.to_string();
         let value = c.value.as_ref().map(|v| v.to_string()).unwrap_or_default();
@@ -33,7 +52,7 @@ async fn alter(
             let current = configs
                 .get(&key)
                 .cloned()
-                .unwrap_or_else(|| topic_config::default_value(ctx.state.logs.defaults(), &key));
+                .unwrap_or_else(|| inherited(&key));
             current
                 .split(',')
                 .filter(|s| !s.is_empty())
@@ -48,9 +67,11 @@ async fn alter(
                 configs.remove(&key);
             }
             APPEND | SUBTRACT => {
-                if topic_config::def(&key).map(|d| d.config_type)
-                    != Some(topic_config::ConfigType::List)
-                {
+                let def = match resource.resource_type {
+                    RESOURCE_TOPIC => topic_config::def(&key),
+                    _ => topic_config::by_broker_synonym(&key),
+                };
+                if def.map(|d| d.config_type) != Some(topic_config::ConfigType::List) {
                     return Err(ApiError::new(
                         ResponseError::InvalidConfig,
                         format!("Config value append/subtract is not allowed for config key {key}"),
@@ -74,7 +95,15 @@ async fn alter(
             }
         }
     }
-    crate::admin::replace_topic_configs(ctx.state, name, configs, validate_only).await
+    match resource.resource_type {
+        RESOURCE_TOPIC => {
+            crate::admin::replace_topic_configs(state, name, configs, validate_only).await
+        }
+        _ => {
+            let entity = dynamic_config::parse_entity(name)?;
+            crate::admin::replace_broker_configs(state, entity, configs, validate_only).await
+        }
+    }
 }
 
 pub async fn handle(

@@ -1,0 +1,278 @@
+//! Dynamic broker configs (KIP-226): the log defaults an operator changes on a running
+//! cluster with `kafka-configs --entity-type brokers --alter`, for one broker (`--entity-name
+//! 1`) or for every broker (`--entity-default`), without a restart.
+//!
+//! Precedence is Kafka's: a topic's override, then the broker's own dynamic value, then the
+//! cluster-wide dynamic default, then `server.properties`, then the built-in default. The
+//! effective broker config is the static properties overlaid with the two dynamic layers and
+//! parsed again by [`BrokerConfig::from_properties`], so `log.retention.ms` still wins over
+//! `.hours` whichever layer each came from, and a dynamic value is checked exactly as the
+//! same key in `server.properties` is.
+//!
+//! Only the broker-level defaults of topic configs (`log.retention.ms`, `message.max.bytes`,
+//! `min.insync.replicas`, ...) can change at runtime: they are what Kafka's dynamic log
+//! config covers and what strom reads per request. A cluster broker keeps the values in
+//! the metadata log (`ConfigRecord`s of a broker resource); a standalone node, which has no
+//! metadata log, in a JSON file beside its topic records.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use kafka_protocol::ResponseError;
+use parking_lot::RwLock;
+use strom_log::LogConfig;
+use strom_metadata::{BrokerId, ConfigResource, MetadataImage};
+
+use crate::config::{BrokerConfig, ConfigError};
+use crate::{topic_config, ApiError, BrokerError, BrokerState};
+
+/// Keys that are dynamic besides the broker synonyms of topic configs: the coarser
+/// synonyms Kafka also accepts for retention and rolling.
+const COARSE_SYNONYMS: &[&str] = &[
+    "log.retention.minutes",
+    "log.retention.hours",
+    "log.roll.hours",
+];
+
+/// Dynamic configs by entity: `None` is the cluster-wide default, `Some(id)` a broker's own.
+type Entries = BTreeMap<Option<i32>, BTreeMap<String, String>>;
+
+/// The dynamic broker configs this broker knows of, for every entity.
+#[derive(Debug)]
+pub struct DynamicBrokerConfigs {
+    /// The standalone node's file; `None` on a cluster broker, whose configs come from
+    /// the metadata image.
+    file: Option<PathBuf>,
+    entries: RwLock<Entries>,
+}
+
+impl DynamicBrokerConfigs {
+    /// A cluster broker's: empty until the first metadata image is applied.
+    pub fn from_metadata() -> Self {
+        Self {
+            file: None,
+            entries: RwLock::new(Entries::new()),
+        }
+    }
+
+    /// A standalone node's, read from `<dir>/dynamic-broker-configs.json` if it exists.
+    pub fn standalone(dir: &Path) -> Result<Self, BrokerError> {
+        let file = dir.join("dynamic-broker-configs.json");
+        let entries = match std::fs::read(&file) {
+            Ok(bytes) => {
+                let stored: BTreeMap<String, BTreeMap<String, String>> =
+                    serde_json::from_slice(&bytes).map_err(|e| {
+                        BrokerError::Io(std::io::Error::new(
+                            std::io::ErrorKind::InvalidData,
+                            format!("{}: {e}", file.display()),
+                        ))
+                    })?;
+                stored
+                    .into_iter()
+                    .map(|(entity, configs)| (entity.parse().ok(), configs))
+                    .collect()
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Entries::new(),
+            Err(e) => return Err(e.into()),
+        };
+        Ok(Self {
+            file: Some(file),
+            entries: RwLock::new(entries),
+        })
+    }
+
+    /// The dynamic configs of `broker` (`None`: the cluster-wide default).
+    pub fn get(&self, broker: Option<i32>) -> BTreeMap<String, String> {
+        self.entries
+            .read()
+            .get(&broker)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Takes the broker resources' configs from a metadata image; whether any changed.
+    pub fn update_from_image(&self, image: &MetadataImage) -> bool {
+        let entries: Entries = image
+            .configs
+            .iter()
+            .filter_map(|(resource, configs)| match resource {
+                ConfigResource::Broker(id) => Some((id.map(|b: BrokerId| b.0), configs.clone())),
+                ConfigResource::Topic(_) => None,
+            })
+            .collect();
+        let mut current = self.entries.write();
+        let changed = *current != entries;
+        *current = entries;
+        changed
+    }
+
+    /// Makes `configs` the whole dynamic set of `broker` on a standalone node, on disk
+    /// first (written to a temporary file and renamed, so a crash leaves the old set).
+    pub fn store(
+        &self,
+        broker: Option<i32>,
+        configs: BTreeMap<String, String>,
+    ) -> std::io::Result<()> {
+        let file = self
+            .file
+            .as_ref()
+            .expect("only a standalone node stores dynamic configs itself");
+        let mut entries = self.entries.write();
+        let mut next = entries.clone();
+        if configs.is_empty() {
+            next.remove(&broker);
+        } else {
+            next.insert(broker, configs);
+        }
+        let stored: BTreeMap<String, &BTreeMap<String, String>> = next
+            .iter()
+            .map(|(entity, configs)| {
+                (
+                    entity.map_or_else(String::new, |id| id.to_string()),
+                    configs,
+                )
+            })
+            .collect();
+        let temp = file.with_extension("json.tmp");
+        std::fs::write(&temp, serde_json::to_vec_pretty(&stored)?)?;
+        std::fs::File::open(&temp)?.sync_all()?;
+        std::fs::rename(&temp, file)?;
+        *entries = next;
+        Ok(())
+    }
+
+    /// `server.properties` overlaid with the cluster-wide default and then with `node_id`'s
+    /// own dynamic configs: the properties the broker runs with.
+    pub fn effective_properties(
+        &self,
+        given: &BTreeMap<String, String>,
+        node_id: i32,
+    ) -> BTreeMap<String, String> {
+        let entries = self.entries.read();
+        let mut props = given.clone();
+        for layer in [None, Some(node_id)] {
+            if let Some(configs) = entries.get(&layer) {
+                props.extend(configs.iter().map(|(k, v)| (k.clone(), v.clone())));
+            }
+        }
+        props
+    }
+
+    /// The log defaults `node_id` runs with now.
+    pub fn log_defaults(
+        &self,
+        given: &BTreeMap<String, String>,
+        node_id: i32,
+    ) -> Result<LogConfig, ConfigError> {
+        BrokerConfig::from_properties(&self.effective_properties(given, node_id))
+            .map(|c| c.log_defaults)
+    }
+}
+
+/// Recomputes the broker's log defaults from its configs as they are now and applies
+/// them to every partition.
+pub fn apply(state: &BrokerState) {
+    match state
+        .dynamic_configs
+        .log_defaults(&state.config.given, state.node_id())
+    {
+        Ok(defaults) => {
+            state.logs.set_defaults(defaults);
+            tracing::info!("dynamic broker configs applied");
+        }
+        Err(e) => tracing::error!(error = %e, "dynamic broker configs not applied"),
+    }
+}
+
+/// Whether `key` can be changed at runtime.
+pub fn is_dynamic(key: &str) -> bool {
+    topic_config::by_broker_synonym(key).is_some() || COARSE_SYNONYMS.contains(&key)
+}
+
+/// The entity a broker resource name names: `""` is the cluster-wide default.
+pub fn parse_entity(name: &str) -> Result<Option<i32>, ApiError> {
+    if name.is_empty() {
+        return Ok(None);
+    }
+    name.parse::<i32>()
+        .ok()
+        .filter(|id| *id >= 0)
+        .map(Some)
+        .ok_or_else(|| {
+            ApiError::new(
+                ResponseError::InvalidRequest,
+                format!("Invalid broker name {name}"),
+            )
+        })
+}
+
+/// Checks that `configs`, as the whole new dynamic set of `entity`, can be applied: every
+/// key dynamic, every value what `server.properties` would accept (messages as Kafka's).
+/// Returns the set with values in their canonical form (`TRUE` → `true`), as stored.
+pub fn validate(
+    current: &DynamicBrokerConfigs,
+    given: &BTreeMap<String, String>,
+    node_id: i32,
+    entity: Option<i32>,
+    configs: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, ApiError> {
+    let resource = format!(
+        "ConfigResource(type=BROKER, name='{}')",
+        entity.map_or_else(String::new, |id| id.to_string())
+    );
+    let invalid = |message: String| {
+        ApiError::new(
+            ResponseError::InvalidRequest,
+            format!("Invalid config value for resource {resource}: {message}"),
+        )
+    };
+    let unknown: Vec<&str> = configs
+        .keys()
+        .map(String::as_str)
+        .filter(|k| {
+            matches!(
+                BrokerConfig::from_properties(&BTreeMap::from([(k.to_string(), String::new())])),
+                Err(ConfigError::UnknownKey(_))
+            )
+        })
+        .collect();
+    if !unknown.is_empty() {
+        return Err(invalid(format!(
+            "Unknown broker configs: {}",
+            unknown.join(", ")
+        )));
+    }
+    let static_only: Vec<&str> = configs
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !is_dynamic(k))
+        .collect();
+    if !static_only.is_empty() {
+        return Err(invalid(format!(
+            "Cannot update these configs dynamically: Set({})",
+            static_only.join(", ")
+        )));
+    }
+    // The properties this broker would run with, `entity`'s layer replaced by `configs`
+    // (another broker's values are checked over this one's static properties).
+    let mut props = given.clone();
+    for layer in [None, Some(node_id)] {
+        let values = if layer == entity {
+            configs.clone()
+        } else {
+            current.get(layer)
+        };
+        props.extend(values);
+    }
+    if entity.is_some_and(|id| id != node_id) {
+        props.extend(configs.clone());
+    }
+    BrokerConfig::from_properties(&props).map_err(|e| invalid(e.to_string()))?;
+    Ok(configs
+        .iter()
+        .map(|(k, v)| {
+            let canonical = topic_config::by_broker_synonym(k).and_then(|d| d.validate(v).ok());
+            (k.clone(), canonical.unwrap_or_else(|| v.clone()))
+        })
+        .collect())
+}
