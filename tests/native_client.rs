@@ -49,8 +49,14 @@ fn produce(bootstrap: &str, topic: &str, client: &str, extra: &[&str]) -> String
     stdout_of(&strom(&args))
 }
 
-/// consumer-perf-test's summary row: (MB consumed, records consumed).
-fn consume(bootstrap: &str, topic: &str, client: &str, group: &str, extra: &[&str]) -> (f64, u64) {
+/// consumer-perf-test's output, reading the `RECORDS` records of `topic` in `group`.
+fn consume_output(
+    bootstrap: &str,
+    topic: &str,
+    client: &str,
+    group: &str,
+    extra: &[&str],
+) -> String {
     let records = RECORDS.to_string();
     let mut args = vec![
         "consumer-perf-test",
@@ -69,7 +75,12 @@ fn consume(bootstrap: &str, topic: &str, client: &str, group: &str, extra: &[&st
         client,
     ];
     args.extend_from_slice(extra);
-    let stdout = stdout_of(&strom(&args));
+    stdout_of(&strom(&args))
+}
+
+/// consumer-perf-test's summary row: (MB consumed, records consumed).
+fn consume(bootstrap: &str, topic: &str, client: &str, group: &str, extra: &[&str]) -> (f64, u64) {
+    let stdout = consume_output(bootstrap, topic, client, group, extra);
     let row = stdout.lines().last().expect("a summary row");
     let fields: Vec<&str> = row.split(", ").collect();
     assert_eq!(fields.len(), 10, "Kafka's summary row: {row}");
@@ -126,6 +137,56 @@ fn both_clients_move_the_same_records_and_bytes_under_every_codec() {
             assert!((by_native.0 - expected_mb).abs() < 1e-3, "{by_native:?}");
         }
     }
+}
+
+/// The `--print-metrics` block of a tool's output: metric name → value.
+fn printed_metrics(stdout: &str) -> HashMap<String, f64> {
+    let mut lines = stdout.lines().skip_while(|l| !l.starts_with("Metric Name"));
+    assert!(lines.next().is_some(), "no metrics block in:\n{stdout}");
+    lines
+        .map_while(|l| l.split_once(" : "))
+        .map(|(name, value)| (name.trim().to_string(), value.parse().expect("a number")))
+        .collect()
+}
+
+#[test]
+fn native_print_metrics_count_what_the_run_moved_under_the_java_clients_names() {
+    let broker = StromBroker::start(&[]);
+    let b = broker.bootstrap();
+    create_topic(&b, "metrics", 2);
+    let produced = printed_metrics(&produce(&b, "metrics", "native", &["--print-metrics"]));
+    let producer = |name: &str| {
+        produced[&format!("producer-metrics:{name}:{{client-id=perf-producer-client}}")]
+    };
+    assert_eq!(producer("record-send-total"), RECORDS as f64);
+    assert_eq!(producer("record-error-total"), 0.0);
+    assert_eq!(producer("record-retry-total"), 0.0);
+    assert!(producer("batch-size-avg") > 0.0 && producer("batch-size-max") <= 16_384.0 + 1024.0);
+    assert!(producer("request-latency-max") >= producer("request-latency-avg"));
+    assert!(producer("outgoing-byte-total") > (RECORDS * 100) as f64);
+    assert!(
+        produced.contains_key(
+            "producer-node-metrics:request-total:{client-id=perf-producer-client, node-id=node-1}"
+        ),
+        "{produced:?}"
+    );
+    assert_eq!(records_in_log(&b, "metrics", 2), RECORDS as i64);
+
+    let consumed = printed_metrics(&consume_output(
+        &b,
+        "metrics",
+        "native",
+        "metrics-group",
+        &["--print-metrics"],
+    ));
+    let fetches = |name: &str| {
+        consumed
+            [&format!("consumer-fetch-manager-metrics:{name}:{{client-id=perf-consumer-client}}")]
+    };
+    assert_eq!(fetches("records-consumed-total"), RECORDS as f64);
+    assert!(fetches("fetch-total") >= 1.0);
+    assert!(fetches("bytes-consumed-total") > (RECORDS * 100) as f64);
+    assert!(fetches("fetch-size-max") >= fetches("fetch-size-avg"));
 }
 
 #[test]

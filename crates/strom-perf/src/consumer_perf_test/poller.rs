@@ -73,11 +73,16 @@ impl Poller {
         }
     }
 
-    /// librdkafka's last statistics JSON, for `--print-metrics`.
-    pub fn last_stats(&self) -> Option<Vec<u8>> {
+    /// Kafka's `--print-metrics` lines: from librdkafka's last statistics, or the native
+    /// client's own metrics; empty when there are none.
+    pub fn metric_lines(&self, client_id: &str) -> Vec<String> {
         match self {
-            Self::Librdkafka(consumer) => consumer.last_stats(),
-            Self::Native(_) => None,
+            Self::Librdkafka(consumer) => crate::metrics::lines(
+                consumer.last_stats().as_deref(),
+                "consumer-fetch-manager-metrics",
+                client_id,
+            ),
+            Self::Native(consumer) => consumer.metric_lines(),
         }
     }
 

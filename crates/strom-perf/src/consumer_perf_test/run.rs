@@ -15,7 +15,6 @@ use super::output::{self, Progress, Summary};
 use super::poller::{self, Poller};
 use crate::histogram::LatencyHistogram;
 use crate::load_client::LoadClient;
-use crate::metrics;
 use crate::progress;
 use crate::property_map::{self, Mapped, Role};
 use crate::series::{SeriesPoint, ThroughputSeries};
@@ -154,7 +153,7 @@ pub fn run_with_handler(
     let mut histogram = LatencyHistogram::new();
     let mut series = ThroughputSeries::new(start);
     let mut join_time_ms = 0;
-    let mut last_stats = None;
+    let mut metric_lines = Vec::new();
     let mut per_consumer = Vec::with_capacity(outcomes.len());
     let mut first_record: Option<Instant> = None;
     let mut last_record: Option<Instant> = None;
@@ -168,7 +167,9 @@ pub fn run_with_handler(
         histogram.add(&outcome.histogram);
         series.merge(&outcome.series);
         join_time_ms = join_time_ms.max(outcome.join_time_ms);
-        last_stats = last_stats.or(outcome.stats);
+        if metric_lines.is_empty() {
+            metric_lines = outcome.metric_lines;
+        }
     }
     let out = out.into_inner();
     let timed_out = shared.messages.load(Ordering::Relaxed) < shared.target;
@@ -190,12 +191,7 @@ pub fn run_with_handler(
         )?;
     }
     if args.print_metrics {
-        let client_id = mapped.get("client.id").unwrap_or("perf-consumer-client");
-        for line in metrics::lines(
-            last_stats.as_deref(),
-            "consumer-fetch-manager-metrics",
-            client_id,
-        ) {
+        for line in &metric_lines {
             writeln!(out, "{line}")?;
         }
     }
@@ -226,7 +222,8 @@ struct ConsumerOutcome {
     histogram: LatencyHistogram,
     series: ThroughputSeries,
     join_time_ms: u64,
-    stats: Option<Vec<u8>>,
+    /// `--print-metrics` lines (empty without the flag).
+    metric_lines: Vec<String>,
     records: u64,
     /// When this consumer received its first and its last record.
     first_and_last: Option<(Instant, Instant)>,
@@ -328,12 +325,21 @@ fn consume(
     }
     consumer.close()?;
     let join_time_ms = consumer.join_time_ms();
-    let stats = consumer.last_stats();
+    let metric_lines = if args.print_metrics {
+        consumer.metric_lines(
+            target
+                .mapped
+                .get("client.id")
+                .unwrap_or("perf-consumer-client"),
+        )
+    } else {
+        Vec::new()
+    };
     Ok(ConsumerOutcome {
         histogram,
         series,
         join_time_ms,
-        stats,
+        metric_lines,
         records,
         first_and_last,
     })

@@ -12,6 +12,7 @@ use parking_lot::Mutex;
 
 use super::connection::Connection;
 use super::errors;
+use super::metrics::ClientMetrics;
 
 /// One partition of a topic: its leader and the leader's epoch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +29,8 @@ pub struct NativeClient {
     brokers: Mutex<HashMap<i32, String>>,
     connections: tokio::sync::Mutex<HashMap<i32, Arc<Connection>>>,
     bootstrap_connection: tokio::sync::Mutex<Option<Arc<Connection>>>,
+    /// What `--print-metrics` prints.
+    pub metrics: ClientMetrics,
 }
 
 impl NativeClient {
@@ -47,6 +50,7 @@ impl NativeClient {
             brokers: Mutex::new(HashMap::new()),
             connections: tokio::sync::Mutex::new(HashMap::new()),
             bootstrap_connection: tokio::sync::Mutex::new(None),
+            metrics: ClientMetrics::default(),
         }))
     }
 
@@ -65,7 +69,7 @@ impl NativeClient {
         }
         let mut last = None;
         for server in &self.bootstrap {
-            match Connection::connect(server, &self.client_id).await {
+            match Connection::connect(server, &self.client_id, self.metrics.node(-1)).await {
                 Ok(connection) => {
                     *cached = Some(Arc::clone(&connection));
                     return Ok(connection);
@@ -99,7 +103,7 @@ impl NativeClient {
             .get(&id)
             .cloned()
             .ok_or_else(|| anyhow!("broker {id} is not in the cluster's metadata"))?;
-        Connection::connect(&address, &self.client_id).await
+        Connection::connect(&address, &self.client_id, self.metrics.node(id)).await
     }
 
     /// Remembers broker `id`'s address (a coordinator found by FindCoordinator).

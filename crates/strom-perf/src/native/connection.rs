@@ -21,6 +21,8 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
+use super::metrics::NodeMetrics;
+
 /// The largest response frame accepted: above any `fetch.max.bytes` the tools use, and
 /// small enough that a broker announcing a huge frame cannot make the client allocate it.
 const MAX_RESPONSE: usize = 256 << 20;
@@ -102,11 +104,17 @@ pub struct Connection {
     pending: Arc<Mutex<VecDeque<Pending>>>,
     closed: Arc<AtomicBool>,
     pub versions: ApiVersions,
+    metrics: Arc<NodeMetrics>,
 }
 
 impl Connection {
-    /// Connects to `address` and negotiates API versions.
-    pub async fn connect(address: &str, client_id: &str) -> Result<Arc<Self>> {
+    /// Connects to `address` and negotiates API versions; its requests are counted in
+    /// `metrics`.
+    pub async fn connect(
+        address: &str,
+        client_id: &str,
+        metrics: Arc<NodeMetrics>,
+    ) -> Result<Arc<Self>> {
         let stream = TcpStream::connect(address)
             .await
             .with_context(|| format!("cannot connect to {address}"))?;
@@ -119,6 +127,7 @@ impl Connection {
             Arc::clone(&pending),
             Arc::clone(&closed),
             address.to_string(),
+            Arc::clone(&metrics),
         ));
         let mut connection = Self {
             address: address.to_string(),
@@ -131,6 +140,7 @@ impl Connection {
             pending,
             closed,
             versions: ApiVersions::default(),
+            metrics,
         };
         connection.versions = connection.negotiate().await?;
         Ok(Arc::new(connection))
@@ -189,10 +199,12 @@ impl Connection {
         R: Request + Encodable,
         R::Response: Decodable + HeaderVersion,
     {
+        let written = std::time::Instant::now();
         let (correlation_id, rx) = self.write(version, body, true).await?;
         let rx = rx.expect("a response was asked for");
         let address = self.address.clone();
         let closed = Arc::clone(&self.closed);
+        let metrics = Arc::clone(&self.metrics);
         Ok(async move {
             let answer = async {
                 rx.await.map_err(|_| {
@@ -211,6 +223,9 @@ impl Connection {
                     }
                 },
             };
+            metrics
+                .latency_us
+                .record(written.elapsed().as_micros() as u64);
             let (id, response) =
                 strom_wire::client::decode_response::<R>(version, frame).map_err(|e| {
                     let api = ApiKey::try_from(R::KEY)
@@ -275,6 +290,7 @@ impl Connection {
             self.closed.store(true, Ordering::Relaxed);
             return Err(anyhow!("cannot write to {}: {e}", self.address));
         }
+        self.metrics.requests.record(writer.buf.len() as u64);
         Ok((correlation_id, rx))
     }
 }
@@ -286,10 +302,12 @@ async fn read_responses(
     pending: Arc<Mutex<VecDeque<Pending>>>,
     closed: Arc<AtomicBool>,
     address: String,
+    metrics: Arc<NodeMetrics>,
 ) {
     let reason = loop {
         match read_frame(&mut read, &address).await {
             Ok(frame) => {
+                metrics.responses.record(frame.len() as u64 + 4);
                 let head = pending.lock().pop_front();
                 let Some(head) = head else {
                     break CallError::Violation(format!("{address} sent a response to no request"));

@@ -35,6 +35,7 @@ use super::config::{ConsumerConfig, OffsetReset};
 use super::connection::CallError;
 use super::errors;
 use super::group::GroupMember;
+use super::metrics::Stat;
 use crate::consumer_perf_test::batch_consumer::Record;
 
 /// OFFSET_OUT_OF_RANGE: the position is gone (retention) or not yet there.
@@ -71,7 +72,43 @@ struct FetchDone {
     node: i32,
     /// The partitions the request covered (with the session, everything it holds).
     asked: HashSet<i32>,
+    sent: Instant,
     response: Result<FetchResponse, CallError>,
+}
+
+/// The consumer's fetch metrics (Java's `consumer-fetch-manager-metrics` names).
+struct Sensors {
+    fetch: Arc<Stat>,
+    fetch_latency: Arc<Stat>,
+    fetch_size: Arc<Stat>,
+    records_per_request: Arc<Stat>,
+    bytes_consumed: Arc<Stat>,
+    records_consumed: Arc<Stat>,
+}
+
+impl Sensors {
+    fn new(client: &NativeClient) -> Self {
+        let m = &client.metrics;
+        Self {
+            fetch: m.counter("fetch"),
+            fetch_latency: m.sizes("fetch-latency"),
+            fetch_size: m.sizes("fetch-size"),
+            records_per_request: m.sizes("records-per-request"),
+            bytes_consumed: m.counter("bytes-consumed"),
+            records_consumed: m.counter("records-consumed"),
+        }
+    }
+
+    /// One Fetch answered after `latency` with `bytes` of record batches holding
+    /// `records` records.
+    fn fetched(&self, latency: Duration, bytes: u64, records: u64) {
+        self.fetch.record(1);
+        self.fetch_latency.record(latency.as_millis() as u64);
+        self.fetch_size.record(bytes);
+        self.records_per_request.record(records);
+        self.bytes_consumed.record(bytes);
+        self.records_consumed.record(records);
+    }
 }
 
 pub struct NativeConsumer {
@@ -81,6 +118,7 @@ pub struct NativeConsumer {
 
 struct ConsumerState {
     client: Arc<NativeClient>,
+    sensors: Sensors,
     config: ConsumerConfig,
     topic: TopicName,
     group: Option<GroupMember>,
@@ -149,6 +187,7 @@ impl NativeConsumer {
         Ok(Self {
             runtime,
             state: ConsumerState {
+                sensors: Sensors::new(&client),
                 client,
                 topic: TopicName(StrBytes::from_string(topic.to_string())),
                 start_at: assigned.unwrap_or(match config.auto_offset_reset {
@@ -201,6 +240,16 @@ impl NativeConsumer {
     /// intervals.
     pub fn join_time_ms(&self) -> u64 {
         self.state.join_total.as_millis() as u64
+    }
+
+    /// Kafka's `--print-metrics` lines for this consumer.
+    pub fn metric_lines(&self) -> Vec<String> {
+        self.state.client.metrics.lines(
+            "consumer-fetch-manager-metrics",
+            "consumer-metrics",
+            "consumer-node-metrics",
+            &self.state.client.client_id,
+        )
     }
 
     /// Commits what was consumed and leaves the group.
@@ -491,6 +540,7 @@ impl ConsumerState {
                     .with_partitions(forgotten)]
             });
         let timeout = self.config.request_timeout + self.config.fetch_max_wait;
+        let sent = Instant::now();
         match connection.send(version, &request, Some(timeout)).await {
             Ok(answer) => {
                 self.in_flight.insert(node);
@@ -499,6 +549,7 @@ impl ConsumerState {
                     let _ = tx.send(FetchDone {
                         node,
                         asked,
+                        sent,
                         response,
                     });
                 });
@@ -548,6 +599,7 @@ impl ConsumerState {
             );
         }
         session.answered(response.session_id);
+        let (mut bytes, mut records) = (0, 0);
         for topic in response.responses {
             if topic.topic != self.topic {
                 bail!(
@@ -586,20 +638,25 @@ impl ConsumerState {
                         errors::describe(code, "Fetch")
                     ),
                 }
-                let Some(records) = p.records.filter(|r| !r.is_empty()) else {
+                let Some(batches) = p.records.filter(|r| !r.is_empty()) else {
                     continue;
                 };
-                self.buffer(partition, records)?;
+                let (b, r) = self.buffer(partition, batches)?;
+                bytes += b;
+                records += r;
             }
         }
+        self.sensors.fetched(done.sent.elapsed(), bytes, records);
         Ok(())
     }
 
     /// Buffers the whole batches of `records` and moves the partition's fetch offset past
     /// them. A last batch cut short by the size limit is dropped (fetched again next).
-    fn buffer(&mut self, partition: i32, records: Bytes) -> Result<()> {
+    /// Returns the bytes and the records buffered.
+    fn buffer(&mut self, partition: i32, records: Bytes) -> Result<(u64, u64)> {
         let mut at = 0;
         let mut next = None;
+        let mut count = 0u64;
         while records.len() - at >= BATCH_HEADER_LEN {
             let header = RecordBatchHeader::parse(&records[at..]).map_err(|e| {
                 anyhow!(
@@ -611,6 +668,7 @@ impl ConsumerState {
                 break;
             }
             at += header.total_len();
+            count += u64::try_from(header.record_count).unwrap_or(0);
             next = Some(header.next_offset());
         }
         let Some(next) = next else {
@@ -628,7 +686,7 @@ impl ConsumerState {
             records: records.slice(..at),
             at: 0,
         });
-        Ok(())
+        Ok((at as u64, count))
     }
 
     /// Hands out buffered records a batch at a time until `max_records` were handed out.

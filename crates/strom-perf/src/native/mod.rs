@@ -19,5 +19,6 @@ pub mod connection;
 pub mod consumer;
 pub mod errors;
 pub mod group;
+pub mod metrics;
 pub mod partitioner;
 pub mod producer;

@@ -31,6 +31,7 @@ use super::client::{NativeClient, PartitionLeader};
 use super::config::ProducerConfig;
 use super::connection::CallError;
 use super::errors;
+use super::metrics::Stat;
 use super::partitioner::Partitioner;
 use crate::clock;
 
@@ -93,8 +94,34 @@ struct Completion {
     response: Result<ProduceResponse, CallError>,
 }
 
+/// The producer's own metrics (Java's `producer-metrics` names), beside the requests its
+/// connections count.
+struct Sensors {
+    record_send: Arc<Stat>,
+    record_retry: Arc<Stat>,
+    record_error: Arc<Stat>,
+    batch_size: Arc<Stat>,
+    records_per_request: Arc<Stat>,
+    produce_throttle_time: Arc<Stat>,
+}
+
+impl Sensors {
+    fn new(client: &NativeClient) -> Self {
+        let m = &client.metrics;
+        Self {
+            record_send: m.counter("record-send"),
+            record_retry: m.counter("record-retry"),
+            record_error: m.counter("record-error"),
+            batch_size: m.sizes("batch-size"),
+            records_per_request: m.sizes("records-per-request"),
+            produce_throttle_time: m.sizes("produce-throttle-time"),
+        }
+    }
+}
+
 pub struct NativeProducer<H: DeliveryHandler> {
     client: Arc<NativeClient>,
+    sensors: Sensors,
     config: ProducerConfig,
     topic: TopicName,
     leaders: Vec<PartitionLeader>,
@@ -136,6 +163,7 @@ impl<H: DeliveryHandler> NativeProducer<H> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64);
         Ok(Self {
+            sensors: Sensors::new(&client),
             client,
             partitions: (0..leaders.len())
                 .map(|_| PartitionQueue::default())
@@ -432,6 +460,12 @@ impl<H: DeliveryHandler> NativeProducer<H> {
 
     /// Writes one Produce request to `node`; its answer arrives as a [`Completion`].
     async fn send_request(&mut self, node: i32, batches: Vec<SealedBatch>) -> Result<()> {
+        let records: usize = batches.iter().map(|b| b.tags.len()).sum();
+        self.sensors.record_send.record(records as u64);
+        self.sensors.records_per_request.record(records as u64);
+        for batch in &batches {
+            self.sensors.batch_size.record(batch.bytes.len() as u64);
+        }
         let request = ProduceRequest::default()
             .with_acks(self.config.acks)
             .with_timeout_ms(self.config.request_timeout.as_millis() as i32)
@@ -492,7 +526,11 @@ impl<H: DeliveryHandler> NativeProducer<H> {
         }
         let codes: Vec<i16> = match &completion.response {
             Ok(response) if self.config.acks == 0 => vec![0; completion.batches.len()],
-            Ok(response) => self.partition_codes(response, &completion.batches)?,
+            Ok(response) => {
+                let throttle_ms = u64::try_from(response.throttle_time_ms).unwrap_or(0);
+                self.sensors.produce_throttle_time.record(throttle_ms);
+                self.partition_codes(response, &completion.batches)?
+            }
             Err(CallError::Violation(reason)) => bail!("{reason}"),
             Err(failure @ (CallError::Closed(_) | CallError::TimedOut(_))) => {
                 if completion.batches.iter().all(|b| b.attempts == 0) {
@@ -567,6 +605,7 @@ impl<H: DeliveryHandler> NativeProducer<H> {
             > self.config.delivery_timeout.as_nanos() as u64;
         if retriable && batch.attempts < self.config.retries && !expired {
             batch.attempts += 1;
+            self.sensors.record_retry.record(batch.tags.len() as u64);
             if errors::needs_metadata(code) {
                 self.metadata_stale = true;
             }
@@ -589,6 +628,7 @@ impl<H: DeliveryHandler> NativeProducer<H> {
                 self.topic.as_str()
             );
         }
+        self.sensors.record_error.record(batch.tags.len() as u64);
         self.finish(batch, ack_ns, Err(&reason));
         Ok(())
     }

@@ -3,6 +3,7 @@
 //! acknowledgements in place of librdkafka's delivery reports.
 
 use std::io::Write;
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
@@ -77,9 +78,6 @@ pub fn run(
         .warnings
         .iter()
         .for_each(|w| eprintln!("WARNING: {w}"));
-    if args.print_metrics {
-        eprintln!("WARNING: --print-metrics prints librdkafka's metrics; the native client has none to print");
-    }
     let settings = effective_settings(&config);
     let mut payloads = Payloads::new(&args.payload, args.num_records, &mut out)?;
     let mut keys = args.key_range.map(|(range, dist)| Keys::new(range, dist));
@@ -104,9 +102,11 @@ pub fn run(
         recorder,
         schedule: None,
     };
-    let (end, mut handler) = runtime.block_on(async {
+    let (end, mut handler, metric_lines) = runtime.block_on(async {
         let client = NativeClient::new(bootstrap, &config.client_id)?;
-        let mut producer = NativeProducer::connect(client, config, &args.topic, handler).await?;
+        let client_id = config.client_id.clone();
+        let mut producer =
+            NativeProducer::connect(Arc::clone(&client), config, &args.topic, handler).await?;
         let start = Instant::now();
         let start_ns = clock::ns_of(start);
         producer.handler.recorder.start(
@@ -144,13 +144,24 @@ pub fn run(
             producer.send(key, value, &[], tag).await?;
         }
         producer.flush().await?;
-        anyhow::Ok((Instant::now(), producer.handler))
+        let end = Instant::now();
+        let metric_lines = if args.print_metrics {
+            client.metrics.lines(
+                "producer-metrics",
+                "producer-metrics",
+                "producer-node-metrics",
+                &client_id,
+            )
+        } else {
+            Vec::new()
+        };
+        anyhow::Ok((end, producer.handler, metric_lines))
     })?;
     progress.finish();
     Ok(super::run::finish(
         &mut handler.recorder,
         end,
-        &[],
+        &metric_lines,
         settings,
         throttled,
     ))
