@@ -5,7 +5,7 @@
 //! controlled shutdown and the restarted broker rejoins; a broker killed with -9 is fenced
 //! after its session timeout; three controller-only and two broker-only processes work as
 //! well; the controller listener refuses foreign clusters, duplicate registrations and
-//! garbage; `strom bench quorum` reports every round it timed; dynamic broker configs
+//! garbage, and speaks Kafka's AlterPartition; `strom bench quorum` reports every round it timed; dynamic broker configs
 //! reach every broker through the metadata log. Every wait polls its condition.
 
 mod common;
@@ -344,7 +344,8 @@ fn kafka_python_and_kafkajs_see_the_three_brokers() {
 }
 
 #[test]
-fn the_controller_refuses_a_foreign_cluster_a_duplicate_registration_and_garbage() {
+fn the_controller_refuses_a_foreign_cluster_a_duplicate_registration_and_garbage_and_speaks_kafkas_alter_partition(
+) {
     let cluster = TestCluster::combined(3, &[]);
     cluster.wait_for_brokers(&[1, 2, 3]);
     let voters: Vec<(i32, String)> = cluster
@@ -402,6 +403,36 @@ fn the_controller_refuses_a_foreign_cluster_a_duplicate_registration_and_garbage
         "the controller still answers: {answered:?}"
     );
     cluster.wait_for_brokers(&[1, 2, 3]);
+
+    // AlterPartition is Kafka's own wire format on this listener: ApiVersions names it,
+    // a voter that does not lead answers NOT_CONTROLLER, and the active one refuses a
+    // broker epoch that is not the broker's registration.
+    use kafka_protocol::messages::{
+        AlterPartitionRequest, AlterPartitionResponse, ApiKey, ApiVersionsRequest,
+        ApiVersionsResponse,
+    };
+    let active = TestCluster::active_controller(&cluster.nodes[0].address());
+    for (id, address) in &voters {
+        let mut conn = common::raw::Conn::connect(address);
+        let versions: ApiVersionsResponse =
+            conn.call(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+        let alter = versions
+            .api_keys
+            .iter()
+            .find(|k| k.api_key == ApiKey::AlterPartition as i16)
+            .map(|k| (k.min_version, k.max_version));
+        assert_eq!(alter, Some((2, 3)), "voter {id}");
+        let request = AlterPartitionRequest::default()
+            .with_broker_id(1.into())
+            .with_broker_epoch(-5);
+        let answer: AlterPartitionResponse = conn.call(ApiKey::AlterPartition, 3, &request);
+        let expected = if *id == active {
+            codes::STALE_BROKER_EPOCH
+        } else {
+            codes::NOT_CONTROLLER
+        };
+        assert_eq!(answer.error_code, expected, "voter {id} (active: {active})");
+    }
 }
 
 fn strom_tool(args: &[&str]) -> String {

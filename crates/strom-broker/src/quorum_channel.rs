@@ -129,32 +129,17 @@ impl QuorumChannel {
         Ok(id)
     }
 
-    /// AlterPartition: this leader's proposed ISRs, answered per partition.
+    /// AlterPartition (56, in Kafka's wire format): this leader's proposed ISRs,
+    /// answered per partition.
     pub async fn alter_partition(
         &self,
         partitions: Vec<IsrChange>,
     ) -> Result<Vec<IsrChangeResult>, ApiError> {
         let epoch = self.epoch.load(Ordering::Acquire);
-        let response = self
-            .client
-            .call(
-                || Request::AlterPartition {
-                    cluster_id: self.cluster_id.clone(),
-                    broker_id: BrokerId(self.node_id),
-                    broker_epoch: epoch,
-                    partitions: partitions.clone(),
-                },
-                PER_TRY,
-                PER_TRY,
-            )
+        self.client
+            .alter_partition(BrokerId(self.node_id), epoch, &partitions, PER_TRY, PER_TRY)
             .await
-            .map_err(Self::unavailable)?;
-        match response {
-            Response::AlterPartition(Ok((results, _))) => Ok(results),
-            Response::AlterPartition(Err(e)) => Err(api_error(e)),
-            other => Err(Self::unavailable(format!(
-                "unexpected controller response {other:?}"
-            ))),
-        }
+            .map_err(Self::unavailable)?
+            .map_err(api_error)
     }
 }

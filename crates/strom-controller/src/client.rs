@@ -5,9 +5,14 @@
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request as KafkaRequest};
 use parking_lot::Mutex;
 
-use crate::rpc::{Connection, Request, Response};
+use kafka_protocol::messages::AlterPartitionResponse;
+use strom_metadata::BrokerId;
+
+use crate::kafka_api;
+use crate::rpc::{codes, Connection, IsrChange, IsrChangeResult, Request, Response, RpcError};
 
 /// The longest pause between two tries. Kafka retries quorum requests every
 /// `controller.quorum.retry.backoff.ms` (20 ms); strom doubles from 20 ms up to this, so
@@ -61,13 +66,8 @@ impl ControllerClient {
             .map(|(_, a)| a.as_str())
     }
 
-    /// One exchange with voter `id`, on an idle connection if there is one.
-    pub async fn call_voter(
-        &self,
-        id: i32,
-        request: &Request,
-        timeout: Duration,
-    ) -> std::io::Result<Response> {
+    /// An idle connection to voter `id`, or a new one.
+    async fn connection(&self, id: i32, timeout: Duration) -> std::io::Result<Connection> {
         let addr = self
             .address(id)
             .ok_or_else(|| std::io::Error::other(format!("{id} is not a voter")))?
@@ -78,10 +78,20 @@ impl ControllerClient {
                 .position(|(v, _)| *v == id)
                 .map(|i| idle.swap_remove(i).1)
         };
-        let mut conn = match pooled {
-            Some(c) => c,
-            None => Connection::connect(&addr, timeout).await?,
-        };
+        match pooled {
+            Some(c) => Ok(c),
+            None => Connection::connect(&addr, timeout).await,
+        }
+    }
+
+    /// One exchange with voter `id`, on an idle connection if there is one.
+    pub async fn call_voter(
+        &self,
+        id: i32,
+        request: &Request,
+        timeout: Duration,
+    ) -> std::io::Result<Response> {
+        let mut conn = self.connection(id, timeout).await?;
         let response = conn.call(request, timeout).await?;
         self.idle.lock().push((id, conn));
         Ok(response)
@@ -95,6 +105,85 @@ impl ControllerClient {
         per_try: Duration,
         deadline: Duration,
     ) -> Result<Response, NoController> {
+        self.call_active(per_try, deadline, |target, timeout| {
+            let request = make();
+            async move {
+                Ok(match self.call_voter(target, &request, timeout).await? {
+                    Response::NotController { leader } => Attempt::NotController(leader),
+                    response => Attempt::Answered(response),
+                })
+            }
+        })
+        .await
+    }
+
+    /// Sends the Kafka request `body` at `version` to the active controller, trying every
+    /// voter in turn while the answer says (`not_controller`) that it came from a voter
+    /// that does not lead, until one answers or `deadline` passes.
+    pub async fn call_kafka<R>(
+        &self,
+        version: i16,
+        body: &R,
+        not_controller: impl Fn(&R::Response) -> bool,
+        per_try: Duration,
+        deadline: Duration,
+    ) -> Result<R::Response, NoController>
+    where
+        R: KafkaRequest + Encodable,
+        R::Response: Decodable + HeaderVersion,
+    {
+        self.call_active(per_try, deadline, |target, timeout| {
+            let not_controller = &not_controller;
+            async move {
+                let mut conn = self.connection(target, timeout).await?;
+                let response = conn.call_kafka(version, body, timeout).await?;
+                self.idle.lock().push((target, conn));
+                Ok(if not_controller(&response) {
+                    Attempt::NotController(None)
+                } else {
+                    Attempt::Answered(response)
+                })
+            }
+        })
+        .await
+    }
+
+    /// AlterPartition (56) in Kafka's wire format: broker `broker_id`'s proposed ISRs to
+    /// the active controller, each change's result back in order.
+    pub async fn alter_partition(
+        &self,
+        broker_id: BrokerId,
+        broker_epoch: i64,
+        changes: &[IsrChange],
+        per_try: Duration,
+        deadline: Duration,
+    ) -> Result<Result<Vec<IsrChangeResult>, RpcError>, NoController> {
+        let request = kafka_api::alter_partition_request(broker_id, broker_epoch, changes);
+        let response = self
+            .call_kafka(
+                kafka_api::ALTER_PARTITION_VERSION,
+                &request,
+                |r: &AlterPartitionResponse| r.error_code == codes::NOT_CONTROLLER,
+                per_try,
+                deadline,
+            )
+            .await?;
+        Ok(kafka_api::alter_partition_results(changes, &response))
+    }
+
+    /// Runs `attempt` against the active controller as far as this client knows, else
+    /// the voters in turn, following a named leader, with a doubling pause between
+    /// tries, until an attempt is answered or `deadline` passes.
+    async fn call_active<T, F, Fut>(
+        &self,
+        per_try: Duration,
+        deadline: Duration,
+        mut attempt: F,
+    ) -> Result<T, NoController>
+    where
+        F: FnMut(i32, Duration) -> Fut,
+        Fut: std::future::Future<Output = std::io::Result<Attempt<T>>>,
+    {
         let end = tokio::time::Instant::now() + deadline;
         let mut next = 0usize;
         let mut backoff = Duration::from_millis(20);
@@ -116,20 +205,17 @@ impl ControllerClient {
                     .join(",");
                 return Err(NoController(deadline, voters));
             }
-            match self
-                .call_voter(target, &make(), per_try.min(remaining))
-                .await
-            {
-                Ok(Response::NotController { leader }) => match leader {
+            match attempt(target, per_try.min(remaining)).await {
+                Ok(Attempt::NotController(leader)) => match leader {
                     Some(l) if l != target => {
                         self.set_leader(l);
                         continue;
                     }
                     _ => self.forget_leader(),
                 },
-                Ok(response) => {
+                Ok(Attempt::Answered(answer)) => {
                     self.set_leader(target);
-                    return Ok(response);
+                    return Ok(answer);
                 }
                 Err(e) => {
                     tracing::debug!(controller = target, error = %e, "controller call failed");
@@ -143,4 +229,11 @@ impl ControllerClient {
             backoff = (backoff * 2).min(MAX_RETRY_BACKOFF);
         }
     }
+}
+
+/// What one try at the active controller gave.
+enum Attempt<T> {
+    Answered(T),
+    /// The voter does not lead; the leader it named, if any.
+    NotController(Option<i32>),
 }

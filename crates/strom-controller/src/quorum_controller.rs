@@ -33,8 +33,8 @@ use crate::log_store::LogStore;
 use crate::network::Network;
 use crate::replication_control::{self as replication, MAX_RECORDS_PER_BATCH};
 use crate::rpc::{
-    codes, AdminResult, AdminWrite, MetadataFetched, QuorumInfo, ReplicaState, Request, Response,
-    RpcError,
+    codes, AdminResult, AdminWrite, IsrChange, IsrChangeResult, MetadataFetched, QuorumInfo,
+    ReplicaState, Request, Response, RpcError,
 };
 use crate::state_machine::StateMachine;
 use crate::types::{MetadataBatch, Raft};
@@ -372,6 +372,46 @@ impl QuorumController {
         Ok(())
     }
 
+    /// AlterPartition (56) from broker `broker_id` in its incarnation `broker_epoch`: the
+    /// proposed ISRs, each checked against the partition's registration (leader and
+    /// partition epochs as compare-and-set) and written if valid. A voter that does not
+    /// lead answers NOT_CONTROLLER, as Kafka's controller does.
+    pub async fn alter_partition(
+        &self,
+        broker_id: BrokerId,
+        broker_epoch: i64,
+        partitions: Vec<IsrChange>,
+    ) -> Result<Vec<IsrChangeResult>, RpcError> {
+        let result = self
+            .write_with(|image, _| {
+                match image.brokers.get(&broker_id) {
+                    Some(b) if b.epoch == broker_epoch && !b.fenced => {}
+                    _ => {
+                        return Err(RpcError::new(
+                            codes::STALE_BROKER_EPOCH,
+                            format!(
+                                "Broker {} with epoch {broker_epoch} is not a registered, unfenced broker.",
+                                broker_id.0
+                            ),
+                        ))
+                    }
+                }
+                Ok(replication::alter_partition(image, broker_id, &partitions))
+            })
+            .await;
+        match result {
+            Ok((results, _)) => Ok(results),
+            Err(WriteError::Refused(e)) => Err(e),
+            Err(WriteError::NotController(leader)) => Err(RpcError::new(
+                codes::NOT_CONTROLLER,
+                match leader {
+                    Some(l) => format!("This controller is not active; controller {l} is."),
+                    None => "This controller is not active.".to_string(),
+                },
+            )),
+        }
+    }
+
     /// Answers one request of the controller listener.
     pub async fn handle(self: &Arc<Self>, request: Request) -> Response {
         match request {
@@ -511,37 +551,6 @@ impl QuorumController {
                     })
                     .await;
                 respond(result, Response::AllocateProducerIds)
-            }
-            Request::AlterPartition {
-                cluster_id,
-                broker_id,
-                broker_epoch,
-                partitions,
-            } => {
-                if let Err(e) = self.check_cluster(&cluster_id) {
-                    return Response::AlterPartition(Err(e));
-                }
-                let result = self
-                    .write_with(|image, _| {
-                        match image.brokers.get(&broker_id) {
-                            Some(b) if b.epoch == broker_epoch && !b.fenced => {}
-                            _ => {
-                                return Err(RpcError::new(
-                                    codes::STALE_BROKER_EPOCH,
-                                    format!(
-                                        "Broker {} with epoch {broker_epoch} is not a registered, unfenced broker.",
-                                        broker_id.0
-                                    ),
-                                ))
-                            }
-                        }
-                        Ok(replication::alter_partition(image, broker_id, &partitions))
-                    })
-                    .await;
-                match result {
-                    Ok((results, offset)) => Response::AlterPartition(Ok((results, offset))),
-                    Err(e) => e.respond(Response::AlterPartition),
-                }
             }
             Request::Admin { cluster_id, write } => {
                 if let Err(e) = self.check_cluster(&cluster_id) {

@@ -728,6 +728,19 @@ fn check_isr_change<'a>(
                 ),
             ));
         }
+        // KIP-903: a member added on the strength of an incarnation that has since
+        // restarted (and may have lost its log) is not eligible.
+        let epoch = change.new_isr_epochs.get(i).copied().unwrap_or(-1);
+        let registered = image.brokers.get(r).map(|b| b.epoch);
+        if !p.isr.contains(r) && epoch != -1 && registered != Some(epoch) {
+            return Err(RpcError::new(
+                codes::INELIGIBLE_REPLICA,
+                format!(
+                    "Rejecting AlterPartition for {}: broker {} has epoch {epoch} in the request but {} in the metadata.",
+                    name(), r.0, registered.unwrap_or(-1)
+                ),
+            ));
+        }
     }
     Ok(p)
 }
@@ -882,6 +895,7 @@ mod tests {
             leader_epoch,
             partition_epoch,
             new_isr: isr.iter().map(|b| BrokerId(*b)).collect(),
+            new_isr_epochs: vec![-1; isr.len()],
         }
     }
 
@@ -935,6 +949,19 @@ mod tests {
                 isr: Some(vec![BrokerId(1), BrokerId(2)]),
             }],
         );
+        // A member added with a broker epoch that is not its registration's is not
+        // eligible (KIP-903); with the current epoch it is.
+        let mut stale = change(id, 0, 1, &[1, 2, 3]);
+        stale.new_isr_epochs = vec![1, 1, 0];
+        let (_, results) = alter_partition(&image, BrokerId(1), &[stale.clone()]);
+        assert_eq!(
+            results[0].result.clone().unwrap_err().code,
+            codes::INELIGIBLE_REPLICA
+        );
+        stale.new_isr_epochs = vec![1, 1, 1];
+        assert!(alter_partition(&image, BrokerId(1), &[stale]).1[0]
+            .result
+            .is_ok());
         let image = image.apply_at(
             4,
             &[MetadataRecord::BrokerRegistrationChange {

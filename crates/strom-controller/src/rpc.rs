@@ -1,14 +1,18 @@
-//! The controller listener's protocol: length-prefixed JSON frames, one request then one
-//! response per connection at a time. It carries openraft's messages between voters and
-//! the broker-to-controller calls of KRaft (BrokerRegistration, BrokerHeartbeat, metadata
-//! fetches of observers, forwarded admin writes, producer-id blocks, DescribeQuorum) with
-//! Kafka's semantics and error codes. Exact Kafka wire compatibility is not the point of
-//! this listener (strom's voters run openraft, which no JVM voter speaks); a frame that
+//! The controller listener's protocol: length-prefixed frames, one request then one
+//! response per connection at a time. Most are JSON: openraft's messages between voters
+//! and the broker-to-controller calls of KRaft (BrokerRegistration, BrokerHeartbeat,
+//! metadata fetches of observers, forwarded admin writes, producer-id blocks,
+//! DescribeQuorum) with Kafka's semantics and error codes — exact Kafka wire compatibility
+//! is not their point (strom's voters run openraft, which no JVM voter speaks). The calls a
+//! partition leader makes are Kafka's own frames (AlterPartition, 56; see
+//! [`crate::kafka_api`]), which the listener tells apart by their first byte. A frame that
 //! does not decode closes its connection and nothing else.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use bytes::Bytes;
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request as KafkaRequest};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
@@ -206,29 +210,25 @@ pub enum Request {
         broker_epoch: i64,
     },
     DescribeQuorum,
-    /// Kafka's AlterPartition (56): a partition leader's proposed ISRs.
-    AlterPartition {
-        cluster_id: String,
-        broker_id: BrokerId,
-        broker_epoch: i64,
-        partitions: Vec<IsrChange>,
-    },
 }
 
 /// One partition's proposed ISR in an AlterPartition, with the leader and partition
 /// epochs the leader saw: the partition epoch is the compare-and-set version.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone)]
 pub struct IsrChange {
     pub topic_id: Uuid,
     pub partition_id: i32,
     pub leader_epoch: i32,
     pub partition_epoch: i32,
     pub new_isr: Vec<BrokerId>,
+    /// Each new ISR member's broker epoch as the leader knows it (KIP-903), in `new_isr`'s
+    /// order; -1 where it does not (AlterPartition v2 carries none).
+    pub new_isr_epochs: Vec<i64>,
 }
 
 /// AlterPartition's answer for one partition: its registration after the change, or
 /// why the change was refused.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone)]
 pub struct IsrChangeResult {
     pub topic_id: Uuid,
     pub partition_id: i32,
@@ -236,7 +236,7 @@ pub struct IsrChangeResult {
 }
 
 /// A partition's leader and ISR as AlterPartition reports them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AlteredPartition {
     pub leader: BrokerId,
     pub leader_epoch: i32,
@@ -258,8 +258,6 @@ pub enum Response {
     Admin(Result<(AdminResult, i64), RpcError>),
     AllocateProducerIds(Result<(i64, i32), RpcError>),
     DescribeQuorum(Result<QuorumInfo, RpcError>),
-    /// Each partition's result, and the metadata offset that holds the changes.
-    AlterPartition(Result<(Vec<IsrChangeResult>, i64), RpcError>),
     /// This controller is not the active one; `leader` is, if known.
     NotController {
         leader: Option<i32>,
@@ -284,7 +282,7 @@ pub struct MetadataFetched {
     pub delta: Option<MetadataDelta>,
 }
 
-/// Writes one frame.
+/// Writes one JSON frame.
 pub async fn write_frame<T: Serialize>(stream: &mut TcpStream, msg: &T) -> std::io::Result<()> {
     let body = serde_json::to_vec(msg).map_err(std::io::Error::other)?;
     if body.len() > MAX_FRAME {
@@ -299,8 +297,8 @@ pub async fn write_frame<T: Serialize>(stream: &mut TcpStream, msg: &T) -> std::
     stream.write_all(&buf).await
 }
 
-/// Reads one frame; `Ok(None)` at a clean end of stream.
-pub async fn read_frame<T: DeserializeOwned>(stream: &mut TcpStream) -> std::io::Result<Option<T>> {
+/// Reads one frame's body, whatever it holds; `Ok(None)` at a clean end of stream.
+pub async fn read_raw_frame(stream: &mut TcpStream) -> std::io::Result<Option<Bytes>> {
     let mut len = [0u8; 4];
     match stream.read_exact(&mut len).await {
         Ok(_) => {}
@@ -316,8 +314,20 @@ pub async fn read_frame<T: DeserializeOwned>(stream: &mut TcpStream) -> std::io:
     }
     let mut body = vec![0u8; len];
     stream.read_exact(&mut body).await?;
-    serde_json::from_slice(&body)
-        .map(Some)
+    Ok(Some(Bytes::from(body)))
+}
+
+/// Reads one JSON frame; `Ok(None)` at a clean end of stream.
+pub async fn read_frame<T: DeserializeOwned>(stream: &mut TcpStream) -> std::io::Result<Option<T>> {
+    match read_raw_frame(stream).await? {
+        Some(body) => decode_json(&body).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// A JSON frame's message.
+pub fn decode_json<T: DeserializeOwned>(body: &[u8]) -> std::io::Result<T> {
+    serde_json::from_slice(body)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
@@ -362,4 +372,43 @@ impl Connection {
             std::io::Error::new(std::io::ErrorKind::TimedOut, "controller request timed out")
         })?
     }
+
+    /// Sends `body` as a Kafka request at `version` and waits up to `timeout` for its
+    /// response.
+    pub async fn call_kafka<R>(
+        &mut self,
+        version: i16,
+        body: &R,
+        timeout: Duration,
+    ) -> std::io::Result<R::Response>
+    where
+        R: KafkaRequest + Encodable,
+        R::Response: Decodable + HeaderVersion,
+    {
+        let invalid = |e: strom_wire::WireError| {
+            std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string())
+        };
+        let frame = strom_wire::client::encode_request(0, KAFKA_CLIENT_ID, version, body)
+            .map_err(invalid)?;
+        let exchange = async {
+            self.stream.write_all(&frame).await?;
+            read_raw_frame(&mut self.stream).await?.ok_or_else(|| {
+                std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "controller closed the connection",
+                )
+            })
+        };
+        let answer = tokio::time::timeout(timeout, exchange)
+            .await
+            .map_err(|_| {
+                std::io::Error::new(std::io::ErrorKind::TimedOut, "controller request timed out")
+            })??;
+        strom_wire::client::decode_response::<R>(version, answer)
+            .map(|(_, response)| response)
+            .map_err(invalid)
+    }
 }
+
+/// The client id of a broker's Kafka-protocol requests to the controllers.
+const KAFKA_CLIENT_ID: &str = "strom-broker-to-controller";

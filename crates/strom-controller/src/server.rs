@@ -1,14 +1,18 @@
 //! The controller listener: accepts connections from the other voters and from brokers
-//! and answers their requests in order, one at a time per connection. A frame that does
-//! not decode closes that connection, and only that one.
+//! and answers their requests in order, one at a time per connection — JSON frames, and
+//! the Kafka-protocol requests of [`crate::kafka_api`]. A frame that does not decode
+//! closes that connection, and only that one.
 
 use std::sync::Arc;
 
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
+use tokio::io::AsyncWriteExt;
+
+use crate::kafka_api;
 use crate::quorum_controller::QuorumController;
-use crate::rpc::{read_frame, write_frame, Request};
+use crate::rpc::{decode_json, read_raw_frame, write_frame, Request};
 
 /// Serves the controller listener until `shutdown` turns true.
 pub async fn serve(
@@ -61,13 +65,24 @@ async fn serve_requests(
     from_leader: &mut bool,
 ) -> std::io::Result<()> {
     loop {
-        let request = tokio::select! {
-            r = read_frame::<Request>(stream) => r?,
+        let frame = tokio::select! {
+            r = read_raw_frame(stream) => r?,
             _ = shutdown.changed() => return Ok(()),
         };
-        let Some(request) = request else {
+        let Some(frame) = frame else {
             return Ok(());
         };
+        if kafka_api::is_kafka_frame(&frame) {
+            let response = tokio::select! {
+                r = kafka_api::handle(controller, frame) => r,
+                _ = shutdown.changed() => return Ok(()),
+            };
+            let response = response
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()))?;
+            stream.write_all(&response).await?;
+            continue;
+        }
+        let request: Request = decode_json(&frame)?;
         *from_leader |= matches!(request, Request::AppendEntries(_));
         let response = tokio::select! {
             r = controller.handle(request) => r,
