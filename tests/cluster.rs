@@ -543,10 +543,40 @@ fn strom_cluster_starts_describes_and_stops_a_local_cluster() {
     let status = strom_tool(&["cluster", "status", "--dir", d]);
     assert_eq!(status.matches("running, unfenced").count(), 2, "{status}");
     assert!(status.contains("active controller 1"), "{status}");
+    let cluster_line = status.lines().next().unwrap().to_string();
+    assert!(
+        topics(
+            &first,
+            &["--create", "--topic", "kept", "--partitions", "2"]
+        )
+        .0
+    );
     let stopped = strom_tool(&["cluster", "stop", "--dir", d]);
     assert!(stopped.starts_with("Stopped 3 node(s)"), "{stopped}");
     let status = strom_tool(&["cluster", "status", "--dir", d]);
     assert_eq!(status.matches("stopped").count(), 3, "{status}");
+
+    // Started again on its directory, the same cluster comes back with its topics; a
+    // start asking for another shape is refused, not applied over it.
+    let refused = Command::new(env!("CARGO_BIN_EXE_strom"))
+        .args(["cluster", "start", "--brokers", "3", "--dir", d])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success()
+            && err.contains("holds a stopped cluster of 2 broker(s) and 1 controller-only node(s)"),
+        "{err}"
+    );
+    let again = strom_tool(&["cluster", "start", "--dir", d]);
+    assert_eq!(again, bootstrap, "the same nodes on the same ports");
+    let status = strom_tool(&["cluster", "status", "--dir", d]);
+    assert_eq!(
+        status.lines().next(),
+        Some(cluster_line.as_str()),
+        "{status}"
+    );
+    assert_eq!(topics(&first, &["--list"]).1, "kept\n");
 }
 
 #[test]

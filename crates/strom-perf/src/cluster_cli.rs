@@ -3,7 +3,8 @@
 //!
 //! `start --brokers N [--controllers K] [--dir D] [--override key=value]...` formats and
 //! starts N combined nodes (or K controller-only plus N broker-only), waits until every
-//! broker is unfenced, prints the bootstrap list and leaves the processes running;
+//! broker is unfenced, prints the bootstrap list and leaves the processes running; on a
+//! directory that holds a stopped cluster it starts that cluster again, data and all;
 //! `status` describes them; `stop` shuts them down with SIGTERM (a controlled shutdown),
 //! brokers first.
 
@@ -31,7 +32,8 @@ Usage: strom cluster start [--brokers N] [--controllers K] [--dir D] [--override
        strom cluster stop [--dir D]
   --brokers N       brokers to start (default 3)
   --controllers K   controller-only nodes; 0 (default) makes every broker a controller too
-  --dir D           where the nodes keep their configs, data and logs (default /tmp/strom-cluster)
+  --dir D           where the nodes keep their configs, data and logs (default /tmp/strom-cluster);
+                    start on a stopped cluster's directory starts it again with its data
   --override k=v    a server.properties setting for every node (repeatable)
 ";
 
@@ -81,16 +83,6 @@ fn alive(pid: Option<u32>) -> bool {
 }
 
 fn start(args: &cli::Parsed, dir: PathBuf) -> Result<()> {
-    if let Ok((_, nodes)) = LocalCluster::recorded(&dir) {
-        if nodes.iter().any(|n| alive(n.pid)) {
-            bail!(
-                "a cluster is already running in {} (strom cluster stop --dir {} first)",
-                dir.display(),
-                dir.display()
-            );
-        }
-        std::fs::remove_dir_all(&dir)?;
-    }
     let number = |name: &str, default: usize| -> Result<usize> {
         args.value(name).map_or(Ok(default), |v| {
             v.parse()
@@ -107,18 +99,60 @@ fn start(args: &cli::Parsed, dir: PathBuf) -> Result<()> {
         bail!("--brokers must be at least 1");
     }
     let started = Instant::now();
-    let cluster = LocalCluster::start(&spec, Some(&dir))?;
+    let (cluster, verb) = match LocalCluster::recorded(&dir) {
+        Ok((_, nodes)) => {
+            check_resumable(args, &spec, &nodes, &dir)?;
+            (LocalCluster::resume(&dir)?, "Restarted")
+        }
+        Err(_) => (LocalCluster::start(&spec, Some(&dir))?, "Started"),
+    };
     let bootstrap = cluster.bootstrap();
     let controller = cluster.active_controller().unwrap_or(-1);
     let id = cluster.cluster_id.clone();
+    let brokers = cluster
+        .nodes
+        .iter()
+        .filter(|n| n.role != Role::Controller)
+        .count();
     cluster.detach()?;
     eprintln!(
-        "Started cluster {id} in {}: {} broker(s), active controller {controller}, every broker unfenced after {:.1} s.",
+        "{verb} cluster {id} in {}: {brokers} broker(s), active controller {controller}, every broker unfenced after {:.1} s.",
         dir.display(),
-        spec.brokers,
         started.elapsed().as_secs_f64()
     );
     println!("{bootstrap}");
+    Ok(())
+}
+
+/// A directory that holds a cluster starts that cluster again, with its data, as a
+/// stopped Kafka cluster is started again; it is never formatted anew. Flags that would
+/// describe another cluster are refused rather than ignored.
+fn check_resumable(
+    args: &cli::Parsed,
+    spec: &ClusterSpec,
+    nodes: &[NodeInfo],
+    dir: &std::path::Path,
+) -> Result<()> {
+    if nodes.iter().any(|n| alive(n.pid)) {
+        bail!(
+            "a cluster is already running in {} (strom cluster stop --dir {} first)",
+            dir.display(),
+            dir.display()
+        );
+    }
+    let count = |role: Role| nodes.iter().filter(|n| n.role == role).count();
+    let (brokers, controllers) = match count(Role::Controller) {
+        0 => (count(Role::Combined), 0),
+        k => (count(Role::Broker), k),
+    };
+    let reshaped = (args.value("brokers").is_some() && spec.brokers != brokers)
+        || (args.value("controllers").is_some() && spec.controllers != controllers);
+    if reshaped || !spec.extra.is_empty() {
+        bail!(
+            "{} holds a stopped cluster of {brokers} broker(s) and {controllers} controller-only node(s), which start starts again with its data and settings; to start a different one, remove that directory or choose another --dir",
+            dir.display()
+        );
+    }
     Ok(())
 }
 

@@ -254,6 +254,31 @@ impl LocalCluster {
         Ok(cluster)
     }
 
+    /// Starts again the stopped cluster recorded in `dir` (by [`Self::detach`]): every
+    /// node with its own configuration, data and ports, no formatting; waits until every
+    /// broker is unfenced.
+    pub fn resume(dir: &Path) -> Result<Self> {
+        let binary = std::env::current_exe().context("cannot locate the strom binary")?;
+        let (cluster_id, mut nodes) = Self::recorded(dir)?;
+        for node in &mut nodes {
+            node.pid = None;
+        }
+        let mut cluster = Self {
+            binary,
+            dir: dir.to_path_buf(),
+            cluster_id,
+            children: nodes.iter().map(|_| None).collect(),
+            nodes,
+            _temp: None,
+            network: None,
+        };
+        for i in 0..cluster.nodes.len() {
+            cluster.spawn(i)?;
+        }
+        cluster.wait_until_ready(READY_TIMEOUT)?;
+        Ok(cluster)
+    }
+
     fn index(&self, id: i32) -> usize {
         self.nodes
             .iter()
