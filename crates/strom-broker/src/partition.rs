@@ -56,6 +56,8 @@ pub struct IsrProposal {
     pub leader_epoch: i32,
     pub partition_epoch: i32,
     pub new_isr: Vec<BrokerId>,
+    /// Each member's broker epoch as its last fetch carried it (-1: not known).
+    pub new_isr_epochs: Vec<i64>,
 }
 
 /// A follower's fetch of one partition as it was sent: the leader and epoch it followed
@@ -466,12 +468,13 @@ impl Partition {
     }
 
     /// Records a follower's fetch from `fetch_offset` (the follower's log end) with its
-    /// log start `log_start_offset`, and moves the high and low watermarks. Returns an ISR
-    /// expansion to propose if the follower now qualifies, or NOT_LEADER_OR_FOLLOWER for a
-    /// broker that is not a replica.
+    /// log start `log_start_offset`, sent by its incarnation `broker_epoch`, and moves the
+    /// high and low watermarks. Returns an ISR expansion to propose if the follower now
+    /// qualifies, or NOT_LEADER_OR_FOLLOWER for a broker that is not a replica.
     pub fn record_follower_fetch(
         &self,
         follower: BrokerId,
+        broker_epoch: i64,
         fetch_offset: i64,
         log_start_offset: i64,
     ) -> Result<Option<IsrProposal>, ApiError> {
@@ -502,7 +505,7 @@ impl Partition {
                 ),
             ));
         }
-        replica.update_follower_log_start(follower, log_start_offset);
+        replica.update_follower_log_start(follower, log_start_offset, broker_epoch);
         self.update_low_watermark(&replica, local_log_start);
         let moved = self.advance_high_watermark(&replica, log_end, min_insync);
         let hw = self.high_watermark.load(Ordering::Acquire);
@@ -511,6 +514,7 @@ impl Partition {
             IsrProposal {
                 leader_epoch: replica.leader_epoch,
                 partition_epoch: replica.partition_epoch,
+                new_isr_epochs: replica.broker_epochs(&new_isr),
                 new_isr,
             }
         });
@@ -529,6 +533,7 @@ impl Partition {
         Some(IsrProposal {
             leader_epoch: replica.leader_epoch,
             partition_epoch: replica.partition_epoch,
+            new_isr_epochs: replica.broker_epochs(&new_isr),
             new_isr,
         })
     }

@@ -10,7 +10,8 @@ use bytes::Bytes;
 use kafka_protocol::messages::alter_partition_response::{PartitionData, TopicData};
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{
-    AlterPartitionRequest, AlterPartitionResponse, ApiKey, ApiVersionsResponse, RequestKind,
+    AlterPartitionRequest, AlterPartitionResponse, ApiKey, ApiVersionsRequest, ApiVersionsResponse,
+    RequestKind,
 };
 use kafka_protocol::protocol::Message;
 use strom_metadata::BrokerId;
@@ -60,7 +61,11 @@ fn api_versions() -> ApiVersionsResponse {
             .with_max_version(max)
     };
     ApiVersionsResponse::default().with_api_keys(vec![
-        key(ApiKey::ApiVersions, 0, 3),
+        key(
+            ApiKey::ApiVersions,
+            ApiVersionsRequest::VERSIONS.min,
+            ApiVersionsRequest::VERSIONS.max,
+        ),
         key(
             ApiKey::AlterPartition,
             AlterPartitionRequest::VERSIONS.min,

@@ -67,7 +67,13 @@ async fn serve(ctx: &RequestContext<'_>, req: &FetchRequest) -> FetchResponse {
         req.replica_id.0
     };
     let follower = (replica_id >= 0).then_some(BrokerId(replica_id));
-    let partitions = resolve(ctx, req, follower);
+    // The follower's incarnation (KIP-903), which an ISR expansion names; -1 before v15.
+    let broker_epoch = if ctx.version >= REPLICA_STATE_SINCE {
+        req.replica_state.replica_epoch
+    } else {
+        -1
+    };
+    let partitions = resolve(ctx, req, follower.map(|f| (f, broker_epoch)));
     loop {
         for (_, _, p) in &partitions {
             if let Ok(Resolved {
@@ -101,12 +107,12 @@ struct Resolved {
 type Requested = (usize, i32, Result<Resolved, ApiError>);
 
 /// Looks up every requested partition once, checks the request's leader epoch, and for a
-/// follower checks its last fetched epoch and records its fetch position (proposing it
-/// for the ISR when it caught up).
+/// follower (its id and broker epoch) checks its last fetched epoch and records its fetch
+/// position (proposing it for the ISR when it caught up).
 fn resolve(
     ctx: &RequestContext<'_>,
     req: &FetchRequest,
-    follower: Option<BrokerId>,
+    follower: Option<(BrokerId, i64)>,
 ) -> Vec<Requested> {
     let mut out = Vec::new();
     for (ti, topic) in req.topics.iter().enumerate() {
@@ -118,7 +124,7 @@ fn resolve(
             };
             let resolved = partition.and_then(|partition| {
                 partition.check_leader_epoch(p.current_leader_epoch)?;
-                let Some(follower) = follower else {
+                let Some((follower, broker_epoch)) = follower else {
                     return Ok(Resolved {
                         partition,
                         diverging: None,
@@ -135,9 +141,12 @@ fn resolve(
                         });
                     }
                 }
-                if let Some(proposal) =
-                    partition.record_follower_fetch(follower, p.fetch_offset, p.log_start_offset)?
-                {
+                if let Some(proposal) = partition.record_follower_fetch(
+                    follower,
+                    broker_epoch,
+                    p.fetch_offset,
+                    p.log_start_offset,
+                )? {
                     ctx.state
                         .replication
                         .isr_changes

@@ -66,20 +66,13 @@ pub async fn run(
         for (partition, proposal) in batch {
             match image.topic(&partition.topic) {
                 Some(topic) => {
-                    // KIP-903: each member's broker epoch as this broker's metadata
-                    // holds it, so the controller refuses an incarnation that restarted.
-                    let new_isr_epochs = proposal
-                        .new_isr
-                        .iter()
-                        .map(|b| image.brokers.get(b).map_or(-1, |r| r.epoch))
-                        .collect();
                     changes.push(IsrChange {
                         topic_id: topic.id,
                         partition_id: partition.index,
                         leader_epoch: proposal.leader_epoch,
                         partition_epoch: proposal.partition_epoch,
                         new_isr: proposal.new_isr,
-                        new_isr_epochs,
+                        new_isr_epochs: proposal.new_isr_epochs,
                     });
                     sent.push(partition);
                 }

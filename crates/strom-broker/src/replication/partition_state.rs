@@ -30,6 +30,10 @@ pub struct FollowerState {
     /// `lastCaughtUpTimeMs`): the ISR shrinks when it is older than
     /// `replica.lag.time.max.ms`.
     pub last_caught_up_ms: i64,
+    /// The broker epoch the follower's last fetch carried (KIP-903; -1 before its first
+    /// fetch, or from a Fetch older than v15): an ISR expansion names it, so that the
+    /// controller refuses a member whose incarnation has changed since it caught up.
+    pub broker_epoch: i64,
     /// The leader's log end and the time of the follower's previous fetch: a fetch that
     /// reaches the leader's log end as it was then proves the follower was caught up then.
     last_fetch_leader_log_end: i64,
@@ -134,6 +138,7 @@ impl ReplicaState {
                         log_end_offset: -1,
                         log_start_offset: -1,
                         last_caught_up_ms: caught_up,
+                        broker_epoch: -1,
                         last_fetch_leader_log_end: -1,
                         last_fetch_ms: 0,
                     },
@@ -189,16 +194,31 @@ impl ReplicaState {
         true
     }
 
-    /// Records the log start a follower's fetch reported. Returns false for a broker that
-    /// is not a follower of this partition.
-    pub fn update_follower_log_start(&mut self, follower: BrokerId, log_start_offset: i64) -> bool {
+    /// Records the log start and the broker epoch a follower's fetch reported. Returns
+    /// false for a broker that is not a follower of this partition.
+    pub fn update_follower_log_start(
+        &mut self,
+        follower: BrokerId,
+        log_start_offset: i64,
+        broker_epoch: i64,
+    ) -> bool {
         match self.followers.get_mut(&follower) {
             Some(f) => {
                 f.log_start_offset = log_start_offset;
+                f.broker_epoch = broker_epoch;
                 true
             }
             None => false,
         }
+    }
+
+    /// The broker epoch each of `members` last fetched with (-1 for this replica and for
+    /// a follower not heard from), for an AlterPartition of them.
+    pub fn broker_epochs(&self, members: &[BrokerId]) -> Vec<i64> {
+        members
+            .iter()
+            .map(|b| self.followers.get(b).map_or(-1, |f| f.broker_epoch))
+            .collect()
     }
 
     /// The smallest log start over the ISR, this replica's `local_log_start` included
@@ -292,6 +312,17 @@ mod tests {
     }
 
     #[test]
+    fn an_isr_change_names_the_broker_epoch_each_follower_last_fetched_with() {
+        let mut s = leader_of(&[1, 2]);
+        assert!(s.update_follower_log_start(BrokerId(3), 0, 42));
+        assert!(
+            !s.update_follower_log_start(BrokerId(4), 0, 7),
+            "not a replica"
+        );
+        assert_eq!(s.broker_epochs(&b(&[1, 2, 3])), vec![-1, -1, 42]);
+    }
+
+    #[test]
     fn a_follower_outside_the_isr_does_not_hold_the_high_watermark_back() {
         let mut s = leader_of(&[1, 2]);
         s.update_follower(BrokerId(2), 120, 120, 1_100);
@@ -344,10 +375,10 @@ mod tests {
     fn the_low_watermark_is_the_smallest_log_start_of_the_isr() {
         let mut s = leader_of(&[1, 2]);
         assert_eq!(s.low_watermark(40), -1, "broker 2 has not fetched yet");
-        assert!(s.update_follower_log_start(BrokerId(2), 30));
-        assert!(s.update_follower_log_start(BrokerId(3), 0));
+        assert!(s.update_follower_log_start(BrokerId(2), 30, 1));
+        assert!(s.update_follower_log_start(BrokerId(3), 0, 1));
         assert_eq!(s.low_watermark(40), 30, "broker 3 is outside the ISR");
-        assert!(!s.update_follower_log_start(BrokerId(4), 0));
+        assert!(!s.update_follower_log_start(BrokerId(4), 0, 1));
         assert_eq!(ReplicaState::standalone().low_watermark(40), 40);
     }
 
