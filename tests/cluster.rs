@@ -748,6 +748,20 @@ fn dynamic_broker_configs_reach_every_broker_through_the_metadata_log_and_surviv
         "message.max.bytes=2000",
     ]);
     assert!(wait_until(TIMEOUT, || (0..3).all(|p| code(p) == MESSAGE_TOO_LARGE)));
+    // Each broker keeps a copy, which its logs open with before the controllers answer.
+    for node in &cluster.nodes {
+        let copy = node
+            .dir
+            .join("data/__strom_metadata/dynamic-broker-configs.json");
+        let stored = || std::fs::read_to_string(&copy).unwrap_or_default();
+        assert!(
+            wait_until(TIMEOUT, || stored()
+                .contains("\"message.max.bytes\": \"2000\"")),
+            "{}: {}",
+            copy.display(),
+            stored()
+        );
+    }
 
     // One broker's own value applies to that broker alone.
     let own = led[0];

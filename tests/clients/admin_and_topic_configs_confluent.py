@@ -20,7 +20,8 @@ Usage: admin_and_topic_configs_confluent.py HOST:PORT
    supported, instead of waiting out its timeout.
 8. incremental_alter_configs on broker 1 (a dynamic broker config) changes its log
    defaults: a topic without overrides reports the new retention.ms with source
-   DYNAMIC_BROKER_CONFIG; a static key is refused with INVALID_REQUEST. (librdkafka does
+   DYNAMIC_BROKER_CONFIG; APPEND starts from the built-in default (delete,compact); a
+   static key is refused with INVALID_REQUEST. (librdkafka does
    not send the cluster-wide default's empty broker name.)
 
 Exits 0 on success (printing PASS); on failure prints what differed and exits 1.
@@ -187,6 +188,15 @@ def main():
     check(retention.value == "3600000"
           and retention.source == ConfigSource.DYNAMIC_BROKER_CONFIG.value,
           f"retention.ms after the dynamic broker config: {retention.value} source {retention.source}")
+    append = ConfigResource("BROKER", "1", incremental_configs=[
+        ConfigEntry("log.cleanup.policy", "compact",
+                    incremental_operation=AlterConfigOpType.APPEND)])
+    admin.incremental_alter_configs([append])[append].result(timeout=TIMEOUT_S)
+    broker_configs = admin.describe_configs([ConfigResource("BROKER", "1")])
+    policy = list(broker_configs.values())[0].result(timeout=TIMEOUT_S)["log.cleanup.policy"]
+    check(policy.value == "delete,compact"
+          and policy.source == ConfigSource.DYNAMIC_BROKER_CONFIG.value,
+          f"APPEND to the built-in default: {policy.value} source {policy.source}")
     static = ConfigResource("BROKER", "1", incremental_configs=[
         ConfigEntry("num.partitions", "3", incremental_operation=AlterConfigOpType.SET)])
     try:

@@ -278,28 +278,31 @@ pub async fn replace_topic_configs(
         }
         return state.logs.set_topic_configs(name, validated);
     };
-    replace_configs_in_quorum(
+    alter_configs_in_quorum(
         state,
         quorum,
         ConfigResource::Topic(name.to_string()),
-        validated,
+        validated.into_iter().map(|(k, v)| (k, Some(v))).collect(),
+        true,
         validate_only,
     )
     .await
 }
 
-/// Has the active controller make `configs` the whole config set of `resource`.
-async fn replace_configs_in_quorum(
+/// Has the active controller set (`Some`) or delete (`None`) each of `changes` in the
+/// config set of `resource`; with `replace`, every other key is deleted.
+async fn alter_configs_in_quorum(
     state: &BrokerState,
     quorum: &crate::quorum_channel::QuorumChannel,
     resource: ConfigResource,
-    configs: BTreeMap<String, String>,
+    changes: Vec<(String, Option<String>)>,
+    replace: bool,
     validate_only: bool,
 ) -> Result<(), ApiError> {
     let write = AdminWrite::AlterConfigs {
         resource,
-        changes: configs.into_iter().map(|(k, v)| (k, Some(v))).collect(),
-        replace: true,
+        changes,
+        replace,
         validate_only,
     };
     match quorum
@@ -316,38 +319,65 @@ async fn replace_configs_in_quorum(
 }
 
 /// Validates `configs` as the whole new set of dynamic configs of `entity` (a broker id,
-/// `None` for the cluster-wide default) and, unless `validate_only`, makes it so: in the
-/// metadata log on a cluster (every broker applies it from there), in the node's own
-/// file standalone.
-pub async fn replace_broker_configs(
+/// `None` for the cluster-wide default) and, unless `validate_only`, makes it so: on a
+/// cluster through the metadata log (every broker applies it from there) — as `changes`
+/// alone when the request was incremental (`Some`: each key set or, `None`, deleted), so
+/// that keys changed meanwhile through another broker are not undone — and in the node's
+/// own file standalone.
+pub async fn alter_broker_configs(
     state: &BrokerState,
     entity: Option<i32>,
     configs: BTreeMap<String, String>,
+    changes: Option<Vec<(String, Option<String>)>>,
     validate_only: bool,
 ) -> Result<(), ApiError> {
-    let configs = crate::dynamic_config::validate(
-        &state.dynamic_configs,
-        &state.config.given,
-        state.node_id(),
-        entity,
-        &configs,
-    )?;
-    let Some(quorum) = &state.quorum else {
-        if validate_only {
-            return Ok(());
-        }
-        state
-            .dynamic_configs
-            .store(entity, configs)
-            .map_err(|e| ApiError::new(ResponseError::KafkaStorageError, e.to_string()))?;
-        crate::dynamic_config::apply(state);
-        return Ok(());
+    let validate = |configs: &BTreeMap<String, String>| {
+        crate::dynamic_config::validate(
+            &state.dynamic_configs,
+            &state.config.given,
+            state.node_id(),
+            entity,
+            configs,
+        )
     };
-    replace_configs_in_quorum(
+    let Some(quorum) = &state.quorum else {
+        return crate::log_manager::off_async_workers(|| {
+            let _update = state.dynamic_configs.lock_updates();
+            let configs = validate(&configs)?;
+            if validate_only {
+                return Ok(());
+            }
+            state
+                .dynamic_configs
+                .store(entity, configs)
+                .map_err(|e| ApiError::new(ResponseError::KafkaStorageError, e.to_string()))?;
+            crate::dynamic_config::apply(state);
+            Ok(())
+        });
+    };
+    let configs = validate(&configs)?;
+    let (changes, replace) = match changes {
+        None => (
+            configs.into_iter().map(|(k, v)| (k, Some(v))).collect(),
+            true,
+        ),
+        Some(changes) => (
+            changes
+                .into_iter()
+                .map(|(k, v)| {
+                    let canonical = v.and_then(|_| configs.get(&k).cloned());
+                    (k, canonical)
+                })
+                .collect(),
+            false,
+        ),
+    };
+    alter_configs_in_quorum(
         state,
         quorum,
         ConfigResource::Broker(entity.map(BrokerId)),
-        configs,
+        changes,
+        replace,
         validate_only,
     )
     .await

@@ -11,15 +11,15 @@
 //!
 //! Only the broker-level defaults of topic configs (`log.retention.ms`, `message.max.bytes`,
 //! `min.insync.replicas`, ...) can change at runtime: they are what Kafka's dynamic log
-//! config covers and what strom reads per request. A cluster broker keeps the values in
-//! the metadata log (`ConfigRecord`s of a broker resource); a standalone node, which has no
-//! metadata log, in a JSON file beside its topic records.
+//! config covers and what strom reads per request. A cluster keeps the values in the
+//! metadata log (`ConfigRecord`s of a broker resource), and each broker a copy in a JSON
+//! file beside its topic records, which is a standalone node's only record of them.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use kafka_protocol::ResponseError;
-use parking_lot::RwLock;
+use parking_lot::{Mutex, MutexGuard, RwLock};
 use strom_log::LogConfig;
 use strom_metadata::{BrokerId, ConfigResource, MetadataImage};
 
@@ -37,26 +37,23 @@ const COARSE_SYNONYMS: &[&str] = &[
 /// Dynamic configs by entity: `None` is the cluster-wide default, `Some(id)` a broker's own.
 type Entries = BTreeMap<Option<i32>, BTreeMap<String, String>>;
 
-/// The dynamic broker configs this broker knows of, for every entity.
+/// The dynamic broker configs this broker knows of, for every entity, and their copy on
+/// disk (`<metadata dir>/dynamic-broker-configs.json`): a standalone node's only record of
+/// them; on a cluster broker a copy of the metadata log's, read at start-up so that the
+/// logs open — and the first retention pass runs — with the values last known even
+/// before the controllers answer.
 #[derive(Debug)]
 pub struct DynamicBrokerConfigs {
-    /// The standalone node's file; `None` on a cluster broker, whose configs come from
-    /// the metadata image.
-    file: Option<PathBuf>,
+    file: PathBuf,
     entries: RwLock<Entries>,
+    /// Held through a standalone node's validate, store and apply, so that two changes
+    /// cannot apply in the opposite order to the one they were stored in.
+    updates: Mutex<()>,
 }
 
 impl DynamicBrokerConfigs {
-    /// A cluster broker's: empty until the first metadata image is applied.
-    pub fn from_metadata() -> Self {
-        Self {
-            file: None,
-            entries: RwLock::new(Entries::new()),
-        }
-    }
-
-    /// A standalone node's, read from `<dir>/dynamic-broker-configs.json` if it exists.
-    pub fn standalone(dir: &Path) -> Result<Self, BrokerError> {
+    /// The configs stored in `dir`, if any.
+    pub fn open(dir: &Path) -> Result<Self, BrokerError> {
         let file = dir.join("dynamic-broker-configs.json");
         let entries = match std::fs::read(&file) {
             Ok(bytes) => {
@@ -76,8 +73,9 @@ impl DynamicBrokerConfigs {
             Err(e) => return Err(e.into()),
         };
         Ok(Self {
-            file: Some(file),
+            file,
             entries: RwLock::new(entries),
+            updates: Mutex::new(()),
         })
     }
 
@@ -90,7 +88,8 @@ impl DynamicBrokerConfigs {
             .unwrap_or_default()
     }
 
-    /// Takes the broker resources' configs from a metadata image; whether any changed.
+    /// Takes the broker resources' configs from a metadata image and keeps a copy on disk
+    /// when they changed; whether they did.
     pub fn update_from_image(&self, image: &MetadataImage) -> bool {
         let entries: Entries = image
             .configs
@@ -100,31 +99,43 @@ impl DynamicBrokerConfigs {
                 ConfigResource::Topic(_) => None,
             })
             .collect();
-        let mut current = self.entries.write();
-        let changed = *current != entries;
-        *current = entries;
-        changed
+        if *self.entries.read() == entries {
+            return false;
+        }
+        if let Err(e) = self.write(&entries) {
+            tracing::warn!(file = %self.file.display(), error = %e, "could not keep a copy of the dynamic broker configs");
+        }
+        *self.entries.write() = entries;
+        true
+    }
+
+    /// Serializes a standalone node's changes (see `updates`).
+    pub fn lock_updates(&self) -> MutexGuard<'_, ()> {
+        self.updates.lock()
     }
 
     /// Makes `configs` the whole dynamic set of `broker` on a standalone node, on disk
-    /// first (written to a temporary file and renamed, so a crash leaves the old set).
+    /// first.
     pub fn store(
         &self,
         broker: Option<i32>,
         configs: BTreeMap<String, String>,
     ) -> std::io::Result<()> {
-        let file = self
-            .file
-            .as_ref()
-            .expect("only a standalone node stores dynamic configs itself");
-        let mut entries = self.entries.write();
-        let mut next = entries.clone();
+        let mut next = self.entries.read().clone();
         if configs.is_empty() {
             next.remove(&broker);
         } else {
             next.insert(broker, configs);
         }
-        let stored: BTreeMap<String, &BTreeMap<String, String>> = next
+        self.write(&next)?;
+        *self.entries.write() = next;
+        Ok(())
+    }
+
+    /// Writes `entries` to a temporary file and renames it over the file, each made
+    /// durable, so that a crash leaves the old set or the new one.
+    fn write(&self, entries: &Entries) -> std::io::Result<()> {
+        let stored: BTreeMap<String, &BTreeMap<String, String>> = entries
             .iter()
             .map(|(entity, configs)| {
                 (
@@ -133,12 +144,17 @@ impl DynamicBrokerConfigs {
                 )
             })
             .collect();
-        let temp = file.with_extension("json.tmp");
+        if let Some(dir) = self.file.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let temp = self.file.with_extension("json.tmp");
         std::fs::write(&temp, serde_json::to_vec_pretty(&stored)?)?;
         std::fs::File::open(&temp)?.sync_all()?;
-        std::fs::rename(&temp, file)?;
-        *entries = next;
-        Ok(())
+        std::fs::rename(&temp, &self.file)?;
+        match self.file.parent() {
+            Some(dir) => std::fs::File::open(dir)?.sync_all(),
+            None => Ok(()),
+        }
     }
 
     /// `server.properties` overlaid with the cluster-wide default and then with `node_id`'s

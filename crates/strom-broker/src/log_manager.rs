@@ -705,7 +705,7 @@ impl LogManager {
 
 /// Runs blocking file work (creating thousands of partition directories) off tokio's async
 /// workers when called from one, so other connections keep being served meanwhile.
-fn off_async_workers<T>(work: impl FnOnce() -> T) -> T {
+pub(crate) fn off_async_workers<T>(work: impl FnOnce() -> T) -> T {
     match tokio::runtime::Handle::try_current() {
         Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
             tokio::task::block_in_place(work)

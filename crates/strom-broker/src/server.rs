@@ -104,11 +104,8 @@ impl Broker {
         self,
         failed: tokio::sync::oneshot::Sender<String>,
     ) -> Result<BrokerPart, BrokerError> {
-        let dynamic_configs = if self.config.kraft.roles.is_some() {
-            DynamicBrokerConfigs::from_metadata()
-        } else {
-            DynamicBrokerConfigs::standalone(&self.config.log_dirs[0].join("__strom_metadata"))?
-        };
+        let dynamic_configs =
+            DynamicBrokerConfigs::open(&self.config.log_dirs[0].join("__strom_metadata"))?;
         let defaults = dynamic_configs
             .log_defaults(&self.config.given, self.config.node_id)
             .unwrap_or_else(|e| {

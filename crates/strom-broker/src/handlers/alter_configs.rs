@@ -31,10 +31,11 @@ pub async fn handle(ctx: &RequestContext<'_>, req: AlterConfigsRequest) -> Alter
                 RESOURCE_BROKER => {
                     match crate::dynamic_config::parse_entity(&resource.resource_name) {
                         Ok(entity) => {
-                            crate::admin::replace_broker_configs(
+                            crate::admin::alter_broker_configs(
                                 ctx.state,
                                 entity,
                                 configs,
+                                None,
                                 req.validate_only,
                             )
                             .await

@@ -47,25 +47,27 @@ pub struct ConfigValue {
     pub synonyms: Vec<Synonym>,
 }
 
-/// Where a broker's configs come from, highest precedence first: its own dynamic configs,
-/// the cluster-wide dynamic default, its `server.properties` (Kafka's ConfigHelper order).
-/// For another broker than this one only the dynamic layers are known here.
+/// Where this broker's configs come from, highest precedence first: its own dynamic
+/// configs, the cluster-wide dynamic default, its `server.properties` (Kafka's
+/// ConfigHelper order); for `broker` `None` (the default entity) the dynamic default alone.
 pub fn broker_layers(
     state: &BrokerState,
     broker: Option<i32>,
 ) -> Vec<(i8, BTreeMap<String, String>)> {
-    let mut layers = Vec::with_capacity(3);
-    if let Some(id) = broker {
-        layers.push((DYNAMIC_BROKER_CONFIG, state.dynamic_configs.get(Some(id))));
+    match broker {
+        Some(id) => vec![
+            (DYNAMIC_BROKER_CONFIG, state.dynamic_configs.get(Some(id))),
+            (
+                DYNAMIC_DEFAULT_BROKER_CONFIG,
+                state.dynamic_configs.get(None),
+            ),
+            (STATIC_BROKER_CONFIG, state.config.given.clone()),
+        ],
+        None => vec![(
+            DYNAMIC_DEFAULT_BROKER_CONFIG,
+            state.dynamic_configs.get(None),
+        )],
     }
-    layers.push((
-        DYNAMIC_DEFAULT_BROKER_CONFIG,
-        state.dynamic_configs.get(None),
-    ));
-    if broker == Some(state.node_id()) {
-        layers.push((STATIC_BROKER_CONFIG, state.config.given.clone()));
-    }
-    layers
 }
 
 /// Every config of `topic` with its effective value and where that value comes from:

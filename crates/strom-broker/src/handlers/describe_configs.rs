@@ -8,6 +8,7 @@ use kafka_protocol::messages::describe_configs_response::{
 };
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
 
 use super::config_resource::{
     broker_layers, topic_configs, unsupported_resource, RESOURCE_BROKER, RESOURCE_TOPIC,
@@ -69,6 +70,16 @@ fn broker_entries(
     include_synonyms: bool,
 ) -> Result<Vec<DescribeConfigsResourceResult>, ApiError> {
     let entity = dynamic_config::parse_entity(resource_name)?;
+    let me = ctx.state.node_id();
+    if entity.is_some_and(|id| id != me) {
+        // As Kafka: a broker describes its own configs; the admin client asks each broker.
+        return Err(ApiError::new(
+            ResponseError::InvalidRequest,
+            format!(
+                "Unexpected broker id, expected {me} or empty string, but received {resource_name}"
+            ),
+        ));
+    }
     let layers = broker_layers(ctx.state, entity);
     let keys: std::collections::BTreeSet<&String> = layers
         .iter()

@@ -27,24 +27,28 @@ async fn alter(
     let name = resource.resource_name.as_str();
     let state = ctx.state;
     // The resource's current set, and where a list key's value comes from when the set
-    // does not hold it (APPEND and SUBTRACT start from the effective value).
+    // does not hold it (APPEND and SUBTRACT start from the inherited value: a topic's
+    // broker default, a broker key's built-in default).
     let (mut configs, inherited): (_, Inherited<'_>) = match resource.resource_type {
         RESOURCE_TOPIC => (
             crate::admin::topic_overrides(state, name).ok_or_else(ApiError::unknown_topic)?,
             Box::new(|key| topic_config::default_value(&state.logs.defaults(), key)),
         ),
-        RESOURCE_BROKER => {
-            let entity = dynamic_config::parse_entity(name)?;
-            let effective = state
+        RESOURCE_BROKER => (
+            state
                 .dynamic_configs
-                .effective_properties(&state.config.given, state.node_id());
-            (
-                state.dynamic_configs.get(entity),
-                Box::new(move |key| effective.get(key).cloned().unwrap_or_default()),
-            )
-        }
+                .get(dynamic_config::parse_entity(name)?),
+            Box::new(|key| {
+                topic_config::by_broker_synonym(key)
+                    .map(|d| d.default_value(&strom_log::LogConfig::default()))
+                    .unwrap_or_default()
+            }),
+        ),
         other => return Err(unsupported_resource(other)),
     };
+    // Each key as the request leaves it (`None`: deleted), for a broker's incremental
+    // write to the metadata log.
+    let mut changes = Vec::with_capacity(resource.configs.len());
     for c in &resource.configs {
         let key = c.name.to_string();
         let value = c.value.as_ref().map(|v| v.to_string()).unwrap_or_default();
@@ -61,9 +65,11 @@ async fn alter(
         };
         match c.config_operation {
             SET => {
+                changes.push((key.clone(), Some(value.clone())));
                 configs.insert(key, value);
             }
             DELETE => {
+                changes.push((key.clone(), None));
                 configs.remove(&key);
             }
             APPEND | SUBTRACT => {
@@ -85,7 +91,9 @@ async fn alter(
                         items.retain(|i| i != v);
                     }
                 }
-                configs.insert(key, items.join(","));
+                let joined = items.join(",");
+                changes.push((key.clone(), Some(joined.clone())));
+                configs.insert(key, joined);
             }
             op => {
                 return Err(ApiError::new(
@@ -101,7 +109,8 @@ async fn alter(
         }
         _ => {
             let entity = dynamic_config::parse_entity(name)?;
-            crate::admin::replace_broker_configs(state, entity, configs, validate_only).await
+            crate::admin::alter_broker_configs(state, entity, configs, Some(changes), validate_only)
+                .await
         }
     }
 }
