@@ -70,14 +70,22 @@ pub fn main(args: Vec<String>) -> ExitCode {
     }
 }
 
-/// Whether process `pid` runs. A node `start` left behind is reparented to init, which
-/// may reap it late: a zombie has exited.
-fn alive(pid: Option<u32>) -> bool {
-    pid.is_some_and(|p| {
+/// Whether node `n` runs: its recorded process exists, is not a zombie (a node `start`
+/// left behind is reparented to init, which may reap it late), and is that node's
+/// `strom server` — a recorded pid the system has since given to another process (the
+/// directory outlives the cluster's processes) is not the node.
+fn alive(n: &NodeInfo) -> bool {
+    n.pid.is_some_and(|p| {
+        let config = n.dir.join("server.properties");
         signal(p, 0).is_ok()
             && std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|stat| {
                 stat.rsplit_once(')')
                     .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+            })
+            && std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|cmdline| {
+                cmdline
+                    .split(|b| *b == 0)
+                    .any(|arg| arg == config.as_os_str().as_encoded_bytes())
             })
     })
 }
@@ -133,7 +141,7 @@ fn check_resumable(
     nodes: &[NodeInfo],
     dir: &std::path::Path,
 ) -> Result<()> {
-    if nodes.iter().any(|n| alive(n.pid)) {
+    if nodes.iter().any(alive) {
         bail!(
             "a cluster is already running in {} (strom cluster stop --dir {} first)",
             dir.display(),
@@ -160,7 +168,7 @@ fn status(dir: PathBuf) -> Result<()> {
     let (cluster_id, nodes) = LocalCluster::recorded(&dir)?;
     let bootstrap = nodes
         .iter()
-        .filter(|n| n.role != Role::Controller && alive(n.pid))
+        .filter(|n| n.role != Role::Controller && alive(n))
         .map(|n| format!("127.0.0.1:{}", n.port))
         .collect::<Vec<_>>()
         .join(",");
@@ -182,7 +190,7 @@ fn status(dir: PathBuf) -> Result<()> {
         "NodeId", "Roles", "Listener", "Controller", "Pid"
     );
     for n in &nodes {
-        print_node(n, alive(n.pid), listed.contains(&n.id));
+        print_node(n, alive(n), listed.contains(&n.id));
     }
     Ok(())
 }
@@ -220,14 +228,14 @@ fn stop(dir: PathBuf) -> Result<()> {
     let (_, mut nodes) = LocalCluster::recorded(&dir)?;
     nodes.sort_by_key(|n| n.role == Role::Controller);
     let mut stopped = 0;
-    for n in nodes.iter().filter(|n| alive(n.pid)) {
+    for n in nodes.iter().filter(|n| alive(n)) {
         let pid = n.pid.expect("alive");
         signal(pid, libc::SIGTERM)?;
         let deadline = Instant::now() + Duration::from_secs(60);
-        while alive(Some(pid)) && Instant::now() < deadline {
+        while alive(n) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
         }
-        if alive(Some(pid)) {
+        if alive(n) {
             signal(pid, libc::SIGKILL)?;
         }
         stopped += 1;

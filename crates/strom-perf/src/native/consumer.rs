@@ -91,7 +91,7 @@ impl Sensors {
         let m = &client.metrics;
         Self {
             fetch: m.counter("fetch"),
-            fetch_latency: m.sizes("fetch-latency"),
+            fetch_latency: m.times("fetch-latency"),
             fetch_size: m.sizes("fetch-size"),
             records_per_request: m.sizes("records-per-request"),
             bytes_consumed: m.counter("bytes-consumed"),
@@ -103,7 +103,7 @@ impl Sensors {
     /// `records` records.
     fn fetched(&self, latency: Duration, bytes: u64, records: u64) {
         self.fetch.record(1);
-        self.fetch_latency.record(latency.as_millis() as u64);
+        self.fetch_latency.record(latency.as_micros() as u64);
         self.fetch_size.record(bytes);
         self.records_per_request.record(records);
         self.bytes_consumed.record(bytes);

@@ -69,8 +69,10 @@ pub struct NodeMetrics {
 enum Kind {
     /// Events counted by their values' sum: `-total` and `-rate`.
     Counter,
-    /// Sizes or times of events: `-avg` and `-max`.
+    /// Sizes of events: `-avg` and `-max`.
     Sizes,
+    /// Durations of events, recorded in microseconds: `-avg` and `-max` in milliseconds.
+    Times,
 }
 
 /// What one client measured.
@@ -102,9 +104,14 @@ impl ClientMetrics {
         self.stat(name, Kind::Counter)
     }
 
-    /// Sizes or times (Java's `<name>-avg` and `<name>-max`): `record(v)` is one event.
+    /// Sizes (Java's `<name>-avg` and `<name>-max`): `record(v)` is one event.
     pub fn sizes(&self, name: &'static str) -> Arc<Stat> {
         self.stat(name, Kind::Sizes)
+    }
+
+    /// Durations (Java's `<name>-avg` and `<name>-max`, in ms): `record(µs)` is one event.
+    pub fn times(&self, name: &'static str) -> Arc<Stat> {
+        self.stat(name, Kind::Times)
     }
 
     fn stat(&self, name: &'static str, kind: Kind) -> Arc<Stat> {
@@ -137,6 +144,10 @@ impl ClientMetrics {
                     ("rate", stat.sum() as f64 / seconds),
                 ],
                 Kind::Sizes => [("avg", stat.avg()), ("max", stat.max() as f64)],
+                Kind::Times => [
+                    ("avg", stat.avg() / 1000.0),
+                    ("max", stat.max() as f64 / 1000.0),
+                ],
             };
             for (suffix, value) in values {
                 metrics.insert(

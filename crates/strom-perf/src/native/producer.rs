@@ -114,7 +114,7 @@ impl Sensors {
             record_error: m.counter("record-error"),
             batch_size: m.sizes("batch-size"),
             records_per_request: m.sizes("records-per-request"),
-            produce_throttle_time: m.sizes("produce-throttle-time"),
+            produce_throttle_time: m.times("produce-throttle-time"),
         }
     }
 }
@@ -528,7 +528,9 @@ impl<H: DeliveryHandler> NativeProducer<H> {
             Ok(response) if self.config.acks == 0 => vec![0; completion.batches.len()],
             Ok(response) => {
                 let throttle_ms = u64::try_from(response.throttle_time_ms).unwrap_or(0);
-                self.sensors.produce_throttle_time.record(throttle_ms);
+                self.sensors
+                    .produce_throttle_time
+                    .record(throttle_ms * 1000);
                 self.partition_codes(response, &completion.batches)?
             }
             Err(CallError::Violation(reason)) => bail!("{reason}"),
