@@ -5,7 +5,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, Unreachable};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
@@ -54,26 +53,30 @@ type RpcResult<T, E = openraft::error::Infallible> =
     Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
 
 impl PeerClient {
+    /// One exchange with the peer. openraft drops this future once `option.hard_ttl()`
+    /// has passed; a connection left in use by a dropped exchange would hand its late
+    /// response to the next request (the frames carry no correlation id), so that a stale
+    /// AppendEntries success could be taken for a later one. The connection is therefore
+    /// taken out for the exchange and put back only after a whole one: a dropped exchange
+    /// drops (closes) its connection, and the next call opens another.
     async fn call<E: std::error::Error>(
         &mut self,
         request: Request,
         option: &RPCOption,
     ) -> Result<Response, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>> {
-        let ttl = option.hard_ttl().max(Duration::from_millis(100));
-        if self.conn.is_none() {
-            let conn = Connection::connect(&self.addr, ttl)
+        let ttl = option.hard_ttl();
+        let mut conn = match self.conn.take() {
+            Some(conn) => conn,
+            None => Connection::connect(&self.addr, ttl)
                 .await
-                .map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?;
-            self.conn = Some(conn);
-        }
-        let conn = self.conn.as_mut().expect("connected above");
-        match conn.call(&request, ttl).await {
-            Ok(response) => Ok(response),
-            Err(e) => {
-                self.conn = None;
-                Err(RPCError::Network(NetworkError::new(&e)))
-            }
-        }
+                .map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?,
+        };
+        let response = conn
+            .call(&request, ttl)
+            .await
+            .map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        self.conn = Some(conn);
+        Ok(response)
     }
 }
 
