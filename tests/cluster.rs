@@ -521,6 +521,9 @@ fn strom_cluster_starts_describes_and_stops_a_local_cluster() {
                 .output();
         }
     }
+    // One cluster at a time, as every cluster test: its ports are free while it is
+    // stopped, and another test's cluster must not take them before it starts again.
+    let _serial = TestCluster::serial();
     let dir = StopOnDrop(tempfile::tempdir().unwrap());
     let d = dir.0.path().to_str().unwrap();
     let bootstrap = strom_tool(&[
