@@ -256,11 +256,14 @@ pub fn topic_overrides(state: &BrokerState, name: &str) -> Option<BTreeMap<Strin
     }
 }
 
-/// Validates `configs` and, unless `validate_only`, makes them the topic's overrides.
-pub async fn replace_topic_configs(
+/// Validates `configs` as the topic's whole new set of overrides and, unless
+/// `validate_only`, makes it so — on a cluster as `changes` alone when the request was
+/// incremental (see [`quorum_changes`]).
+pub async fn alter_topic_configs(
     state: &BrokerState,
     name: &str,
     configs: BTreeMap<String, String>,
+    changes: Option<Vec<(String, Option<String>)>>,
     validate_only: bool,
 ) -> Result<(), ApiError> {
     if topic_overrides(state, name).is_none() {
@@ -278,15 +281,43 @@ pub async fn replace_topic_configs(
         }
         return state.logs.set_topic_configs(name, validated);
     };
+    let (changes, replace) = quorum_changes(validated, changes);
     alter_configs_in_quorum(
         state,
         quorum,
         ConfigResource::Topic(name.to_string()),
-        validated.into_iter().map(|(k, v)| (k, Some(v))).collect(),
-        true,
+        changes,
+        replace,
         validate_only,
     )
     .await
+}
+
+/// What a config change writes to the metadata log, from the resource's validated new
+/// set: the whole set, replacing the old one (AlterConfigs), or — for an incremental
+/// request's `changes` (each key set, `Some`, or deleted) — those keys alone, with their
+/// validated values, so that keys changed meanwhile through another broker are not
+/// undone by this broker's older view of the set.
+fn quorum_changes(
+    validated: BTreeMap<String, String>,
+    changes: Option<Vec<(String, Option<String>)>>,
+) -> (Vec<(String, Option<String>)>, bool) {
+    match changes {
+        None => (
+            validated.into_iter().map(|(k, v)| (k, Some(v))).collect(),
+            true,
+        ),
+        Some(changes) => (
+            changes
+                .into_iter()
+                .map(|(k, v)| {
+                    let value = v.and_then(|_| validated.get(&k).cloned());
+                    (k, value)
+                })
+                .collect(),
+            false,
+        ),
+    }
 }
 
 /// Has the active controller set (`Some`) or delete (`None`) each of `changes` in the
@@ -320,10 +351,8 @@ async fn alter_configs_in_quorum(
 
 /// Validates `configs` as the whole new set of dynamic configs of `entity` (a broker id,
 /// `None` for the cluster-wide default) and, unless `validate_only`, makes it so: on a
-/// cluster through the metadata log (every broker applies it from there) — as `changes`
-/// alone when the request was incremental (`Some`: each key set or, `None`, deleted), so
-/// that keys changed meanwhile through another broker are not undone — and in the node's
-/// own file standalone.
+/// cluster through the metadata log (every broker applies it from there; see
+/// [`quorum_changes`]), in the node's own file standalone.
 pub async fn alter_broker_configs(
     state: &BrokerState,
     entity: Option<i32>,
@@ -355,23 +384,7 @@ pub async fn alter_broker_configs(
             Ok(())
         });
     };
-    let configs = validate(&configs)?;
-    let (changes, replace) = match changes {
-        None => (
-            configs.into_iter().map(|(k, v)| (k, Some(v))).collect(),
-            true,
-        ),
-        Some(changes) => (
-            changes
-                .into_iter()
-                .map(|(k, v)| {
-                    let canonical = v.and_then(|_| configs.get(&k).cloned());
-                    (k, canonical)
-                })
-                .collect(),
-            false,
-        ),
-    };
+    let (changes, replace) = quorum_changes(validate(&configs)?, changes);
     alter_configs_in_quorum(
         state,
         quorum,

@@ -158,17 +158,28 @@ impl DynamicBrokerConfigs {
     }
 
     /// `server.properties` overlaid with the cluster-wide default and then with `node_id`'s
-    /// own dynamic configs: the properties the broker runs with.
-    pub fn effective_properties(
+    /// own dynamic configs: the properties the broker runs with — with `replaced`'s entity
+    /// given its proposed set instead of its stored one (another broker's proposed set
+    /// goes on top of this broker's properties, the only static ones known here).
+    fn layered(
         &self,
         given: &BTreeMap<String, String>,
         node_id: i32,
+        replaced: Option<(Option<i32>, &BTreeMap<String, String>)>,
     ) -> BTreeMap<String, String> {
         let entries = self.entries.read();
         let mut props = given.clone();
-        for layer in [None, Some(node_id)] {
-            if let Some(configs) = entries.get(&layer) {
-                props.extend(configs.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let mut entities = vec![None, Some(node_id)];
+        if let Some((entity, _)) = replaced.filter(|(e, _)| !entities.contains(e)) {
+            entities.push(entity);
+        }
+        for entity in entities {
+            let values = match replaced {
+                Some((e, proposed)) if e == entity => Some(proposed),
+                _ => entries.get(&entity),
+            };
+            if let Some(values) = values {
+                props.extend(values.iter().map(|(k, v)| (k.clone(), v.clone())));
             }
         }
         props
@@ -180,8 +191,7 @@ impl DynamicBrokerConfigs {
         given: &BTreeMap<String, String>,
         node_id: i32,
     ) -> Result<LogConfig, ConfigError> {
-        BrokerConfig::from_properties(&self.effective_properties(given, node_id))
-            .map(|c| c.log_defaults)
+        BrokerConfig::from_properties(&self.layered(given, node_id, None)).map(|c| c.log_defaults)
     }
 }
 
@@ -269,20 +279,7 @@ pub fn validate(
             static_only.join(", ")
         )));
     }
-    // The properties this broker would run with, `entity`'s layer replaced by `configs`
-    // (another broker's values are checked over this one's static properties).
-    let mut props = given.clone();
-    for layer in [None, Some(node_id)] {
-        let values = if layer == entity {
-            configs.clone()
-        } else {
-            current.get(layer)
-        };
-        props.extend(values);
-    }
-    if entity.is_some_and(|id| id != node_id) {
-        props.extend(configs.clone());
-    }
+    let props = current.layered(given, node_id, Some((entity, configs)));
     BrokerConfig::from_properties(&props).map_err(|e| invalid(e.to_string()))?;
     Ok(configs
         .iter()

@@ -120,7 +120,7 @@ impl ControllerClient {
     /// Sends the Kafka request `body` at `version` to the active controller, trying every
     /// voter in turn while the answer says (`not_controller`) that it came from a voter
     /// that does not lead, until one answers or `deadline` passes.
-    pub async fn call_kafka<R>(
+    async fn call_kafka<R>(
         &self,
         version: i16,
         body: &R,

@@ -221,8 +221,8 @@ pub struct IsrChange {
     pub leader_epoch: i32,
     pub partition_epoch: i32,
     pub new_isr: Vec<BrokerId>,
-    /// Each new ISR member's broker epoch as the leader knows it (KIP-903), in `new_isr`'s
-    /// order; -1 where it does not (AlterPartition v2 carries none).
+    /// Each new ISR member's broker epoch as its last Fetch carried it (KIP-903), in
+    /// `new_isr`'s order; -1 where unknown (AlterPartition v2 carries none).
     pub new_isr_epochs: Vec<i64>,
 }
 

@@ -235,7 +235,7 @@ impl LocalCluster {
                 bail!("strom storage format failed for node {}", node.id);
             }
         }
-        let mut cluster = Self {
+        Self {
             binary: binary.to_path_buf(),
             dir,
             cluster_id,
@@ -243,15 +243,20 @@ impl LocalCluster {
             nodes,
             _temp: temp,
             network,
-        };
-        if let Some(network) = &cluster.network {
+        }
+        .launch()
+    }
+
+    /// Starts every node and waits until every broker is unfenced.
+    fn launch(mut self) -> Result<Self> {
+        if let Some(network) = &self.network {
             network.enter_client()?;
         }
-        for i in 0..cluster.nodes.len() {
-            cluster.spawn(i)?;
+        for i in 0..self.nodes.len() {
+            self.spawn(i)?;
         }
-        cluster.wait_until_ready(READY_TIMEOUT)?;
-        Ok(cluster)
+        self.wait_until_ready(READY_TIMEOUT)?;
+        Ok(self)
     }
 
     /// Starts again the stopped cluster recorded in `dir` (by [`Self::detach`]): every
@@ -263,7 +268,7 @@ impl LocalCluster {
         for node in &mut nodes {
             node.pid = None;
         }
-        let mut cluster = Self {
+        Self {
             binary,
             dir: dir.to_path_buf(),
             cluster_id,
@@ -271,12 +276,8 @@ impl LocalCluster {
             nodes,
             _temp: None,
             network: None,
-        };
-        for i in 0..cluster.nodes.len() {
-            cluster.spawn(i)?;
         }
-        cluster.wait_until_ready(READY_TIMEOUT)?;
-        Ok(cluster)
+        .launch()
     }
 
     fn index(&self, id: i32) -> usize {

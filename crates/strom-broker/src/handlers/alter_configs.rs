@@ -20,10 +20,11 @@ pub async fn handle(ctx: &RequestContext<'_>, req: AlterConfigsRequest) -> Alter
                 .collect();
             let outcome = match resource.resource_type {
                 RESOURCE_TOPIC => {
-                    crate::admin::replace_topic_configs(
+                    crate::admin::alter_topic_configs(
                         ctx.state,
                         &resource.resource_name,
                         configs,
+                        None,
                         req.validate_only,
                     )
                     .await

@@ -46,8 +46,8 @@ async fn alter(
         ),
         other => return Err(unsupported_resource(other)),
     };
-    // Each key as the request leaves it (`None`: deleted), for a broker's incremental
-    // write to the metadata log.
+    // Each key as the request leaves it (`None`: deleted): what a cluster writes to the
+    // metadata log.
     let mut changes = Vec::with_capacity(resource.configs.len());
     for c in &resource.configs {
         let key = c.name.to_string();
@@ -105,7 +105,8 @@ async fn alter(
     }
     match resource.resource_type {
         RESOURCE_TOPIC => {
-            crate::admin::replace_topic_configs(state, name, configs, validate_only).await
+            crate::admin::alter_topic_configs(state, name, configs, Some(changes), validate_only)
+                .await
         }
         _ => {
             let entity = dynamic_config::parse_entity(name)?;
