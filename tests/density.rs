@@ -11,7 +11,8 @@
 //!   `max.partitions.per.broker` get INVALID_PARTITIONS/POLICY_VIOLATION naming the limit
 //!   and create no directory; orphaned partition directories are removed at start-up;
 //! - a damaged segment takes only its partition offline (KAFKA_STORAGE_ERROR, a log line
-//!   naming the file) while the other partitions serve.
+//!   naming the file) while the other partitions serve;
+//! - a standalone node serves each partition as soon as its log is open, not after all.
 
 mod common;
 
@@ -20,13 +21,15 @@ use std::time::{Duration, Instant};
 
 use common::client::{create_topic, send_waiting};
 use common::raw::Conn;
-use common::StromBroker;
+use common::{wait_until, StromBroker};
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
     ApiKey, CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
-    CreateTopicsResponse, FetchRequest, FetchResponse, TopicName,
+    CreateTopicsResponse, FetchRequest, FetchResponse, MetadataRequest, MetadataResponse,
+    TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use rdkafka::config::ClientConfig;
@@ -361,4 +364,154 @@ fn a_damaged_segment_takes_only_its_partition_offline() {
         stderr.contains("damaged segment") && stderr.contains("damaged-0/00000000000000000000.log"),
         "{stderr}"
     );
+}
+
+/// Each partition's leader and error code in a Metadata response for `topic`.
+fn leaders(conn: &mut Conn, topic: &str) -> Vec<(i32, i16)> {
+    let request =
+        MetadataRequest::default().with_topics(Some(vec![MetadataRequestTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_string(topic.to_string()))))]));
+    let response: MetadataResponse = conn.call(ApiKey::Metadata, 12, &request);
+    let mut partitions: Vec<_> = response.topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.partition_index, p.leader_id.0, p.error_code))
+        .collect();
+    partitions.sort();
+    partitions.into_iter().map(|(_, l, e)| (l, e)).collect()
+}
+
+/// The values of every record in `topic`-`partition`, read from offset 0.
+fn read_partition(bootstrap: &str, topic: &str, partition: i32, expected: usize) -> Vec<String> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "loading-check")
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("consumer");
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset(topic, partition, Offset::Beginning)
+        .unwrap();
+    consumer.assign(&assignment).expect("assign");
+    let mut values = Vec::new();
+    let deadline = Instant::now() + TIMEOUT;
+    while values.len() < expected && Instant::now() < deadline {
+        if let Some(message) = consumer.poll(Duration::from_millis(100)) {
+            let message = message.expect("no consume error");
+            values.push(String::from_utf8_lossy(message.payload().unwrap()).into_owned());
+        }
+    }
+    values
+}
+
+/// A standalone node serves each partition as soon as its log is open, not after all of
+/// them: after a `kill -9`, one partition's recovery is held in the `open` of its offset
+/// index, made a FIFO that blocks until the test writes to it. Meanwhile the other
+/// partitions are led and serve their recovered records, the held one is
+/// LEADER_NOT_AVAILABLE in Metadata and NOT_LEADER_OR_FOLLOWER to a Fetch, and the ready
+/// line (every partition open) has not been printed. Released, it recovers and serves.
+#[test]
+fn a_standalone_broker_serves_each_partition_as_soon_as_its_log_is_open() {
+    const TOPIC: &str = "loading";
+    const HELD: i32 = 3;
+    let mut broker = StromBroker::start(&["num.recovery.threads.per.data.dir=2"]);
+    let bootstrap = broker.bootstrap();
+    create_topic(&bootstrap, TOPIC, 6);
+    let producer_round = |first: usize| {
+        let producer: BaseProducer = ClientConfig::new()
+            .set("bootstrap.servers", &bootstrap)
+            .set("acks", "all")
+            .create()
+            .unwrap();
+        for p in 0..6 {
+            for i in first..first + 5 {
+                let v = format!("{p}/{i}");
+                send_waiting(
+                    &producer,
+                    BaseRecord::<(), _>::to(TOPIC).partition(p).payload(&v),
+                );
+            }
+        }
+        producer.flush(TIMEOUT).expect("every record acknowledged");
+    };
+    // Records below the recovery point (a clean shutdown), then above it (kill -9): the
+    // restart recovers each partition's tail and reads its offset index to do so.
+    producer_round(0);
+    assert!(broker.terminate().success());
+    broker.restart();
+    producer_round(5);
+    broker.kill9();
+    let index = broker
+        .log_dir()
+        .join(format!("{TOPIC}-{HELD}"))
+        .join("00000000000000000000.index");
+    std::fs::remove_file(&index).unwrap();
+    let fifo = std::ffi::CString::new(index.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo reads a NUL-terminated path we own.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+
+    let ready = broker.restart_unready();
+    let mut conn = Conn::connect(&bootstrap_when_listening(&bootstrap));
+    let partial = wait_until(TIMEOUT, || {
+        let l = leaders(&mut conn, TOPIC);
+        l.iter()
+            .enumerate()
+            .all(|(p, state)| (p as i32 == HELD) != (*state == (1, 0)))
+    });
+    assert!(
+        partial,
+        "every partition but {HELD} led, {HELD} not: {:?}",
+        leaders(&mut conn, TOPIC)
+    );
+    assert_eq!(
+        leaders(&mut conn, TOPIC)[HELD as usize],
+        (-1, 5),
+        "LEADER_NOT_AVAILABLE"
+    );
+    assert_eq!(
+        fetch_error(&mut conn, TOPIC, HELD).0,
+        6,
+        "NOT_LEADER_OR_FOLLOWER"
+    );
+    assert_eq!(
+        read_partition(&bootstrap, TOPIC, 0, 10),
+        (0..10).map(|i| format!("0/{i}")).collect::<Vec<_>>(),
+        "an opened partition serves its recovered records"
+    );
+    assert!(
+        ready.try_recv().is_err(),
+        "no ready line while a partition is still being opened"
+    );
+
+    // Release the held open: one byte (a torn index, rebuilt by recovery), and a regular
+    // file in the FIFO's place for the rebuilt index before the byte's end is read.
+    let mut writer = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&index)
+        .unwrap();
+    std::io::Write::write_all(&mut writer, b"x").unwrap();
+    let replacement = index.with_extension("replacement");
+    std::fs::File::create(&replacement).unwrap();
+    std::fs::rename(&replacement, &index).unwrap();
+    drop(writer);
+    ready
+        .recv_timeout(TIMEOUT)
+        .expect("the ready line once every partition is open");
+    assert!(leaders(&mut conn, TOPIC).iter().all(|l| *l == (1, 0)));
+    assert_eq!(
+        read_partition(&bootstrap, TOPIC, HELD, 10),
+        (0..10).map(|i| format!("{HELD}/{i}")).collect::<Vec<_>>(),
+        "the held partition recovered every record"
+    );
+    assert!(broker.terminate().success());
+}
+
+/// `bootstrap` once it accepts connections.
+fn bootstrap_when_listening(bootstrap: &str) -> String {
+    assert!(
+        wait_until(TIMEOUT, || std::net::TcpStream::connect(bootstrap).is_ok()),
+        "{bootstrap} never accepted a connection"
+    );
+    bootstrap.to_string()
 }

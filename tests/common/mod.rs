@@ -57,6 +57,18 @@ impl StromBroker {
     }
 
     fn spawn(&mut self, port: u16) {
+        let cmd = self.command(port);
+        let (child, stderr, line) = spawn_until_ready(cmd, "strom broker");
+        self.stderr = Some(stderr);
+        let addr = line
+            .rsplit(' ')
+            .next()
+            .expect("ready line ends with the address");
+        self.port = addr.rsplit(':').next().unwrap().parse().expect("port");
+        self.child = Some(child);
+    }
+
+    fn command(&self, port: u16) -> Command {
         let mut cmd = server_command(self.open_files_limit);
         cmd.arg("server")
             .arg("--override")
@@ -67,14 +79,18 @@ impl StromBroker {
             cmd.arg("--override").arg(o);
         }
         cmd.env("RUST_LOG", "info");
-        let (child, stderr, line) = spawn_until_ready(cmd, "strom broker");
+        cmd
+    }
+
+    /// Starts the broker again on the same log directory and port without waiting for
+    /// its ready line (printed once every partition is open), which the returned
+    /// receiver gets.
+    pub fn restart_unready(&mut self) -> mpsc::Receiver<String> {
+        assert!(self.child.is_none(), "stop the broker before restarting it");
+        let (child, stderr, ready) = spawn_server(self.command(self.port), "strom broker");
         self.stderr = Some(stderr);
-        let addr = line
-            .rsplit(' ')
-            .next()
-            .expect("ready line ends with the address");
-        self.port = addr.rsplit(':').next().unwrap().parse().expect("port");
         self.child = Some(child);
+        ready
     }
 
     pub fn bootstrap(&self) -> String {
@@ -196,9 +212,33 @@ fn server_command(open_files_limit: Option<u64>) -> Command {
 /// (a combined KRaft node prints its controller's line before its broker's); its stderr
 /// is collected by a thread until it exits. Panics with that stderr if it does not start.
 pub fn spawn_until_ready(
-    mut cmd: Command,
+    cmd: Command,
     ready: &'static str,
 ) -> (Child, std::thread::JoinHandle<String>, String) {
+    let (mut child, stderr, line) = spawn_server(cmd, ready);
+    match line.recv_timeout(START_TIMEOUT) {
+        Ok(line) => (child, stderr, line),
+        Err(_) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "strom did not start ({ready}); stderr:\n{}",
+                stderr.join().unwrap_or_default()
+            );
+        }
+    }
+}
+
+/// Spawns `cmd` (a `strom server`); returns it, a thread collecting its stderr until it
+/// exits, and a receiver of its stdout line starting with `ready`.
+pub fn spawn_server(
+    mut cmd: Command,
+    ready: &'static str,
+) -> (
+    Child,
+    std::thread::JoinHandle<String>,
+    mpsc::Receiver<String>,
+) {
     let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -222,17 +262,7 @@ pub fn spawn_until_ready(
         }
         for _ in lines {}
     });
-    match rx.recv_timeout(START_TIMEOUT) {
-        Ok(line) => (child, stderr, line),
-        Err(_) => {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "strom did not start ({ready}); stderr:\n{}",
-                stderr.join().unwrap_or_default()
-            );
-        }
-    }
+    (child, stderr, rx)
 }
 
 /// Runs `strom server` with `args` and expects it to exit (a configuration error).

@@ -1,9 +1,10 @@
 //! `strom server [server.properties] [--override key=value]...`, like
 //! `kafka-server-start.sh`.
 //!
-//! Once the listener is bound the broker prints one line to stdout,
+//! Once every partition is open the broker prints one line to stdout,
 //! `strom broker <node.id> listening on <host>:<port>`, so that scripts and the perf tools'
-//! embedded mode can start it on port 0 and learn the port. SIGTERM and SIGINT shut it
+//! embedded mode can start it on port 0 and learn the port. (A standalone node's listener
+//! accepts clients before that, serving each partition as soon as its log is open.) SIGTERM and SIGINT shut it
 //! down cleanly (logs flushed and closed) with exit status 0.
 
 use std::collections::BTreeMap;
@@ -12,7 +13,7 @@ use std::process::ExitCode;
 
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::{properties, Broker, BrokerConfig};
+use crate::{properties, Broker, BrokerConfig, RunningBroker};
 
 const USAGE: &str = "USAGE: strom server [server.properties] [--override property=value]*";
 
@@ -111,6 +112,13 @@ async fn run(config: BrokerConfig) -> ExitCode {
             controller.local_addr
         );
     }
+    if let Some(broker) = &mut node.broker {
+        tokio::select! {
+            _ = broker.partitions_loaded() => {},
+            _ = term.recv() => return shut_down(node).await,
+            _ = int.recv() => return shut_down(node).await,
+        }
+    }
     if let Some(broker) = &node.broker {
         let advertised = &broker.state.advertised;
         tracing::info!(node_id, address = %broker.local_addr, "broker started");
@@ -129,6 +137,11 @@ async fn run(config: BrokerConfig) -> ExitCode {
             return ExitCode::from(1);
         }
     }
+    shut_down(node).await
+}
+
+/// A clean shutdown on SIGTERM or SIGINT: exit status 0 once the logs are closed.
+async fn shut_down(node: RunningBroker) -> ExitCode {
     tracing::info!("shutting down");
     match node.shutdown().await {
         Ok(()) => {

@@ -16,8 +16,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{self, File};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use kafka_protocol::ResponseError;
 use parking_lot::{Mutex, RwLock};
@@ -40,7 +41,21 @@ const METADATA_LOG_PREFIX: &str = "__cluster_metadata";
 /// it one `syncfs` per log dir is cheaper than an fsync per file.
 const FSYNC_EACH_UP_TO: usize = 64;
 
+/// How many opened partitions [`LogManager::load_partitions`] hands on at a time, at
+/// most this long after the previous batch.
+const LOADED_BATCH: usize = 256;
+const LOADED_BATCH_WAIT: Duration = Duration::from_millis(50);
+
+/// The partitions start-up found and has yet to open.
+#[derive(Debug)]
+struct PendingLoad {
+    partitions: Vec<PartitionToLoad>,
+    /// Whether the last shutdown was clean (nothing above the recovery points to check).
+    clean: bool,
+}
+
 /// One partition to open at start-up.
+#[derive(Debug)]
 struct PartitionToLoad {
     topic: String,
     index: i32,
@@ -70,13 +85,19 @@ pub struct LogManager {
     /// Woken when a storage error takes a cluster replica offline, so the broker's
     /// heartbeat reports it at once.
     pub storage_failures: Arc<Notify>,
+    /// What start-up has yet to open ([`Self::load_partitions`]).
+    pending: Mutex<Option<PendingLoad>>,
+    /// Set when shutdown begins: loading stops opening partitions.
+    closing: AtomicBool,
+    /// Loading after an unclean shutdown stopped before every partition was recovered,
+    /// so this shutdown must not be marked clean.
+    unrecovered: AtomicBool,
 }
 
 impl LogManager {
-    /// Opens the log directories, loading every topic and opening its partitions in
-    /// parallel. A partition whose log cannot be opened is offline; the others serve.
-    /// Opens every log under `config.log_dirs`, with `defaults` as the broker's log
-    /// defaults (the static ones overlaid with the dynamic ones known at start).
+    /// Opens the log directories under `config.log_dirs` with `defaults` as the broker's
+    /// log defaults (the static ones overlaid with the dynamic ones known at start):
+    /// every topic, each partition a stand-in until [`Self::load_partitions`] opens it.
     pub fn open(config: &BrokerConfig, defaults: LogConfig) -> Result<Self, BrokerError> {
         let recovery_threads = config.num_recovery_threads_per_data_dir;
         open_files_limit::ensure(open_files_limit::needed(
@@ -125,51 +146,122 @@ impl LogManager {
             max_partitions_per_broker: config.max_partitions_per_broker,
             standalone: config.kraft.roles.is_none(),
             storage_failures: Arc::new(Notify::new()),
+            pending: Mutex::new(None),
+            closing: AtomicBool::new(false),
+            unrecovered: AtomicBool::new(false),
         };
         if !clean {
             tracing::warn!("previous shutdown was not clean: recovering unflushed segment tails");
         }
-        let started = Instant::now();
         let records = TopicRecord::read_all(&manager.metadata_dir())?;
+        let existing = manager.list_log_dirs()?;
         let mut to_load = Vec::new();
-        for (name, record) in &records {
+        for (name, record) in records {
             let log_config = topic_config::log_config(&manager.defaults.read(), &record.configs);
+            let mut partitions = BTreeMap::new();
             for index in record.indexes() {
+                let dir_name = format!("{name}-{index}");
+                let dir = existing.get(&dir_name).cloned().unwrap_or_else(|| {
+                    manager.dirs[index as usize % manager.dirs.len()].join(&dir_name)
+                });
+                partitions.insert(index, Arc::new(Partition::loading(&name, index, &dir)));
                 to_load.push(PartitionToLoad {
                     topic: name.clone(),
                     index,
-                    dir: manager.partition_dir(name, index),
+                    dir,
                     config: log_config.clone(),
                 });
             }
+            let topic = Topic {
+                name: name.clone(),
+                id: record.id,
+                configs: RwLock::new(record.configs),
+                partitions: RwLock::new(partitions),
+            };
+            manager.topics.write().insert(name, Arc::new(topic));
         }
-        manager.remove_orphaned_partition_dirs(&to_load)?;
-        let now = now_ms();
-        let mut loaded = log_dir_workers::run(
-            &to_load,
-            &manager.dirs,
-            recovery_threads,
-            |p| &p.dir,
-            |p| manager.load_partition(p, clean, now),
-        )
-        .into_iter();
-        let offline = to_load.len() - manager.count_online(&to_load, &mut loaded, records)?;
+        manager.remove_orphaned_partition_dirs(&existing, &to_load)?;
+        // From here on a partition can be written as soon as it is open, so a crash must
+        // not find the marker of the previous clean shutdown: the next start recovers.
         for dir in &manager.dirs {
             match fs::remove_file(dir.join(CLEAN_SHUTDOWN_MARKER)) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
                 _ => {}
             }
         }
-        tracing::info!(
-            topics = manager.topics.read().len(),
-            partitions = to_load.len(),
-            offline,
+        *manager.pending.lock() = Some(PendingLoad {
+            partitions: to_load,
             clean,
-            threads_per_dir = recovery_threads,
+        });
+        Ok(manager)
+    }
+
+    /// Opens every partition [`Self::open`] found, `num.recovery.threads.per.data.dir`
+    /// threads per log dir, each replacing its stand-in as soon as it is open; `on_loaded`
+    /// is told of them in batches of [`LOADED_BATCH`] as they finish, so a standalone node
+    /// serves each batch at once rather than all partitions at the end. A partition whose
+    /// log cannot be opened is offline; the others serve. Stops early when
+    /// [`Self::shutdown`] begins. Topic changes wait until it returns.
+    pub fn load_partitions(&self, on_loaded: impl Fn(&[Arc<Partition>]) + Sync) {
+        let _admin = self.admin.lock();
+        let Some(PendingLoad { partitions, clean }) = self.pending.lock().take() else {
+            return;
+        };
+        let started = Instant::now();
+        let now = now_ms();
+        let batch = Mutex::new((Vec::with_capacity(LOADED_BATCH), Instant::now()));
+        let picked = AtomicUsize::new(0);
+        let opened = log_dir_workers::run(
+            &partitions,
+            &self.dirs,
+            self.recovery_threads,
+            |p| &p.dir,
+            |p| {
+                let last_ones = picked.fetch_add(1, Ordering::Relaxed) + 1 >= partitions.len();
+                if self.closing.load(Ordering::Relaxed) {
+                    return None;
+                }
+                let partition = self.load_partition(p, clean, now);
+                let topic = self
+                    .topic(&p.topic)
+                    .expect("topics do not change while loading");
+                topic.partitions.write().insert(p.index, partition.clone());
+                let online = partition.offline_reason().is_none();
+                // Handed on when full, when it waited long enough, and once nothing is
+                // left to start: a partition that takes long (a big recovery) must not
+                // hold back the ones opened beside it.
+                let ready = {
+                    let mut batch = batch.lock();
+                    batch.0.push(partition);
+                    let due = batch.0.len() >= LOADED_BATCH
+                        || batch.1.elapsed() >= LOADED_BATCH_WAIT
+                        || last_ones;
+                    due.then(|| {
+                        batch.1 = Instant::now();
+                        std::mem::take(&mut batch.0)
+                    })
+                };
+                if let Some(ready) = ready {
+                    on_loaded(&ready);
+                }
+                Some(online)
+            },
+        );
+        on_loaded(&batch.into_inner().0);
+        let loaded = opened.iter().flatten().count();
+        if loaded < partitions.len() && !clean {
+            self.unrecovered.store(true, Ordering::Relaxed);
+        }
+        tracing::info!(
+            topics = self.topics.read().len(),
+            partitions = partitions.len(),
+            loaded,
+            offline = opened.iter().flatten().filter(|online| !**online).count(),
+            clean,
+            threads_per_dir = self.recovery_threads,
             elapsed_ms = started.elapsed().as_millis() as u64,
             "logs loaded"
         );
-        Ok(manager)
     }
 
     /// Whom a partition's storage error wakes: the heartbeat on a cluster broker, no one
@@ -218,71 +310,44 @@ impl LogManager {
         }
     }
 
-    /// Installs the loaded partitions into their topics; returns how many are online.
-    fn count_online(
-        &self,
-        to_load: &[PartitionToLoad],
-        loaded: &mut impl Iterator<Item = Arc<Partition>>,
-        records: Vec<(String, TopicRecord)>,
-    ) -> Result<usize, BrokerError> {
-        let mut online = 0;
-        for (name, record) in records {
-            let partitions: BTreeMap<i32, Arc<Partition>> = loaded
-                .take(record.partitions as usize)
-                .map(|p| (p.index, p))
-                .collect();
-            online += partitions
-                .values()
-                .filter(|p| p.offline_reason().is_none())
-                .count();
-            let topic = Topic {
-                name: name.clone(),
-                id: record.id,
-                configs: RwLock::new(record.configs),
-                partitions: RwLock::new(partitions),
-            };
-            self.topics.write().insert(name, Arc::new(topic));
-        }
-        debug_assert_eq!(
-            to_load.len(),
-            self.topics
-                .read()
-                .values()
-                .map(|t| t.partition_count() as usize)
-                .sum::<usize>()
-        );
-        Ok(online)
-    }
-
     /// Removes partition directories no topic names (left by a creation that failed
     /// half-way in an older version, or by a deletion interrupted by a crash), with a log
     /// line for each, so they do not pile up unseen.
     fn remove_orphaned_partition_dirs(
         &self,
+        existing: &HashMap<String, PathBuf>,
         expected: &[PartitionToLoad],
     ) -> Result<(), BrokerError> {
         let expected: HashSet<&Path> = expected.iter().map(|p| p.dir.as_path()).collect();
+        for (name, path) in existing {
+            let looks_like_partition = !name.starts_with(METADATA_LOG_PREFIX)
+                && name
+                    .rsplit_once('-')
+                    .is_some_and(|(topic, p)| !topic.is_empty() && p.parse::<u32>().is_ok());
+            if !looks_like_partition || expected.contains(path.as_path()) {
+                continue;
+            }
+            tracing::warn!(dir = %path.display(), "removing orphaned partition directory: no topic names it");
+            fs::remove_dir_all(path)?;
+        }
+        Ok(())
+    }
+
+    /// The directories in the log dirs, by name: one listing at start-up instead of
+    /// asking the file system about each partition's directory.
+    fn list_log_dirs(&self) -> Result<HashMap<String, PathBuf>, BrokerError> {
+        let mut found = HashMap::new();
         for dir in &self.dirs {
             for entry in fs::read_dir(dir)? {
                 let entry = entry?;
-                let name = entry.file_name();
-                let name = name.to_string_lossy();
-                let looks_like_partition = !name.starts_with(METADATA_LOG_PREFIX)
-                    && name
-                        .rsplit_once('-')
-                        .is_some_and(|(topic, p)| !topic.is_empty() && p.parse::<u32>().is_ok());
-                let path = entry.path();
-                if !looks_like_partition
-                    || !entry.file_type()?.is_dir()
-                    || expected.contains(path.as_path())
-                {
-                    continue;
+                if entry.file_type()?.is_dir() {
+                    found
+                        .entry(entry.file_name().to_string_lossy().into_owned())
+                        .or_insert_with(|| entry.path());
                 }
-                tracing::warn!(dir = %path.display(), "removing orphaned partition directory: no topic names it");
-                fs::remove_dir_all(&path)?;
             }
         }
-        Ok(())
+        Ok(found)
     }
 
     pub fn cluster_id(&self) -> &str {
@@ -601,11 +666,14 @@ impl LogManager {
         Ok(())
     }
 
+    /// Every partition with a log or the reason it has none: not the stand-ins of those
+    /// start-up has yet to open.
     fn all_partitions(&self) -> Vec<Arc<Partition>> {
         self.topics
             .read()
             .values()
             .flat_map(|t| t.hosted())
+            .filter(|p| !p.is_loading())
             .collect()
     }
 
@@ -644,6 +712,8 @@ impl LogManager {
     /// fsync and made durable by one `syncfs` per log dir before their checkpoints move
     /// (and once more before the clean-shutdown marker), instead of four fsyncs each.
     pub fn shutdown(&self) -> Result<(), BrokerError> {
+        self.closing.store(true, Ordering::Relaxed);
+        let _loading_stopped = self.admin.lock();
         let started = Instant::now();
         let now = now_ms();
         let dirty: Vec<Arc<Partition>> = self
@@ -671,9 +741,13 @@ impl LogManager {
         } else {
             on_each(&|log| log.close(now))?;
         }
-        for dir in &self.dirs {
-            File::create(dir.join(CLEAN_SHUTDOWN_MARKER))?.sync_all()?;
-            File::open(dir)?.sync_all()?;
+        if self.unrecovered.load(Ordering::Relaxed) {
+            tracing::warn!("start-up stopped before every partition was recovered: the next start recovers them");
+        } else {
+            for dir in &self.dirs {
+                File::create(dir.join(CLEAN_SHUTDOWN_MARKER))?.sync_all()?;
+                File::open(dir)?.sync_all()?;
+            }
         }
         tracing::info!(
             partitions = self.all_partitions().len(),

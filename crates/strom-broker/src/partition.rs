@@ -73,14 +73,30 @@ pub struct FetchPosition {
     pub log_start_offset: i64,
 }
 
+/// What stands behind a partition: its open log, why it could not be opened, or nothing
+/// yet while a standalone node's start-up is still opening it (the node serves each
+/// partition as soon as its log is open, not after all of them).
+///
+/// Nearly every partition is `Open`, and a partition already lives behind an `Arc`:
+/// boxing the log would only add a pointer chase to every append and read.
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
+enum LogSlot {
+    Open(Mutex<PartitionLog>),
+    Offline(String),
+    Loading,
+}
+
+/// Why a partition still being loaded has no log, as requests that reach it are told.
+const LOADING: &str = "its log is still being opened at start-up";
+
 /// One topic partition and its log.
 #[derive(Debug)]
 pub struct Partition {
     pub topic: String,
     pub index: i32,
     dir: PathBuf,
-    /// The log, or why it could not be opened.
-    log: Result<Mutex<PartitionLog>, String>,
+    log: LogSlot,
     /// The storage error that took this replica offline at run time.
     failure: OnceLock<String>,
     /// Woken when a storage error takes this replica offline: the broker's heartbeat,
@@ -126,7 +142,7 @@ impl Partition {
             topic: topic.to_string(),
             index,
             dir: log.dir().to_path_buf(),
-            log: Ok(Mutex::new(log)),
+            log: LogSlot::Open(Mutex::new(log)),
             failure: OnceLock::new(),
             report_failure,
             commits: watch::Sender::new(CommitState {
@@ -145,11 +161,21 @@ impl Partition {
 
     /// A partition whose log in `dir` could not be opened, for `reason`.
     pub fn offline(topic: &str, index: i32, dir: &Path, reason: String) -> Self {
+        Self::without_log(topic, index, dir, LogSlot::Offline(reason))
+    }
+
+    /// A partition whose log in `dir` start-up has not opened yet: it stands in the topic
+    /// until the opened one replaces it.
+    pub fn loading(topic: &str, index: i32, dir: &Path) -> Self {
+        Self::without_log(topic, index, dir, LogSlot::Loading)
+    }
+
+    fn without_log(topic: &str, index: i32, dir: &Path, log: LogSlot) -> Self {
         Self {
             topic: topic.to_string(),
             index,
             dir: dir.to_path_buf(),
-            log: Err(reason),
+            log,
             failure: OnceLock::new(),
             report_failure: None,
             replica: Mutex::new(ReplicaState::standalone()),
@@ -166,13 +192,18 @@ impl Partition {
         }
     }
 
-    /// Why the partition is offline, if it is.
+    /// Why the partition is offline, if it is (one still being loaded is, for now).
     pub fn offline_reason(&self) -> Option<&str> {
-        self.log
-            .as_ref()
-            .err()
-            .or_else(|| self.failure.get())
-            .map(String::as_str)
+        match &self.log {
+            LogSlot::Open(_) => self.failure.get().map(String::as_str),
+            LogSlot::Offline(reason) => Some(reason),
+            LogSlot::Loading => Some(LOADING),
+        }
+    }
+
+    /// Whether this is a stand-in for a log start-up has not opened yet.
+    pub fn is_loading(&self) -> bool {
+        matches!(self.log, LogSlot::Loading)
     }
 
     /// Takes this cluster replica offline after the storage error `error`: it stops
@@ -404,9 +435,12 @@ impl Partition {
         registration: Registration,
         initial_high_watermark: i64,
     ) -> bool {
-        let log = self.log.as_ref().map(|l| l.lock());
+        let log = match &self.log {
+            LogSlot::Open(log) => Some(log.lock()),
+            _ => None,
+        };
         let mut replica = self.replica.lock();
-        if let (true, Ok(log)) = (replica.local != local, &log) {
+        if let (true, Some(log)) = (replica.local != local, &log) {
             self.init_high_watermark(log, initial_high_watermark);
         }
         let changed = replica.local != local
@@ -736,11 +770,11 @@ impl Partition {
 
     /// Runs `f` with the log locked; an offline partition is a storage error.
     pub fn with_log<T>(&self, f: impl FnOnce(&mut PartitionLog) -> T) -> Result<T, LogError> {
-        match (&self.log, self.failure.get()) {
-            (Ok(log), None) => Ok(f(&mut log.lock())),
-            (Err(reason), _) | (_, Some(reason)) => Err(LogError::Offline {
+        match (&self.log, self.offline_reason()) {
+            (LogSlot::Open(log), None) => Ok(f(&mut log.lock())),
+            (_, reason) => Err(LogError::Offline {
                 dir: self.dir.display().to_string(),
-                reason: reason.clone(),
+                reason: reason.unwrap_or(LOADING).to_string(),
             }),
         }
     }

@@ -51,6 +51,8 @@ pub struct BrokerPart {
     pub local_addr: SocketAddr,
     shutdown: watch::Sender<bool>,
     accept: Vec<JoinHandle<()>>,
+    /// A standalone node's opening of its partitions, which goes on while it serves.
+    loading: Option<JoinHandle<()>>,
 }
 
 /// The controller role of a running node.
@@ -113,9 +115,18 @@ impl Broker {
                 self.config.log_defaults.clone()
             });
         let config = self.config.clone();
-        let logs = tokio::task::spawn_blocking(move || LogManager::open(&config, defaults))
-            .await
-            .map_err(|e| BrokerError::Io(std::io::Error::other(e)))??;
+        let standalone = self.config.kraft.roles.is_none();
+        let logs = tokio::task::spawn_blocking(move || {
+            let logs = LogManager::open(&config, defaults)?;
+            // A cluster broker registers with every hosted partition open, as Kafka's
+            // does; a standalone node serves each partition as soon as it is open.
+            if !standalone {
+                logs.load_partitions(|_| {});
+            }
+            Ok::<_, BrokerError>(logs)
+        })
+        .await
+        .map_err(|e| BrokerError::Io(std::io::Error::other(e)))??;
         let producer_ids =
             ProducerIdManager::open(self.config.log_dirs[0].join("__strom_metadata"))?;
         let coordinator = CoordinatorConfig {
@@ -275,6 +286,14 @@ impl Broker {
             TRIM_CHECK_INTERVAL_MS,
             |s| s.memory.trim_if_connections_closed(),
         );
+        let loading = standalone.then(|| {
+            let state = state.clone();
+            tokio::task::spawn_blocking(move || {
+                state.logs.load_partitions(|opened| {
+                    standalone_controller::partitions_loaded(&state, opened)
+                })
+            })
+        });
         let mut accept = vec![tokio::spawn(accept_loop(
             listener,
             Arc::from(first_name.as_str()),
@@ -294,6 +313,7 @@ impl Broker {
             local_addr,
             shutdown,
             accept,
+            loading,
         })
     }
 
@@ -470,6 +490,13 @@ impl RunningBroker {
 }
 
 impl BrokerPart {
+    /// Waits until every hosted partition is open (or offline for a reason logged).
+    pub async fn partitions_loaded(&mut self) {
+        if let Some(loading) = self.loading.take() {
+            let _ = loading.await;
+        }
+    }
+
     /// Moves leaderships away (in a cluster), stops accepting, closes connections and
     /// closes every log cleanly.
     pub async fn shutdown(self) -> Result<(), BrokerError> {

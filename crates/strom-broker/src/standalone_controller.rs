@@ -16,6 +16,7 @@ use strom_metadata::{
 use uuid::Uuid;
 
 use crate::log_manager::LogManager;
+use crate::partition::Partition;
 use crate::topic::Topic;
 use crate::{ApiError, BrokerConfig, BrokerState};
 
@@ -41,34 +42,55 @@ pub fn initial_image(
     MetadataImage::new(logs.cluster_id(), node).apply(&records)
 }
 
-/// The partition records of partitions `from..to` of topic `id`.
-fn partition_records(node: i32, id: Uuid, from: i32, to: i32) -> Vec<MetadataRecord> {
-    (from..to)
-        .map(|partition_id| MetadataRecord::Partition {
-            topic_id: id,
-            partition_id,
-            replicas: vec![BrokerId(node)],
-            isr: vec![BrokerId(node)],
-            leader: BrokerId(node),
-            leader_epoch: LeaderEpoch(0),
-            partition_epoch: PartitionEpoch(0),
-        })
-        .collect()
+/// The record of partition `partition_id` of topic `id`: led by this node in leader
+/// epoch 0 once its log is open; while start-up is still opening it, without a leader
+/// (LEADER_NOT_AVAILABLE to clients) in the epoch before, so that the change to this node
+/// ([`partitions_loaded`]) brings it to 0.
+fn partition_record(node: i32, id: Uuid, partition_id: i32, serving: bool) -> MetadataRecord {
+    MetadataRecord::Partition {
+        topic_id: id,
+        partition_id,
+        replicas: vec![BrokerId(node)],
+        isr: vec![BrokerId(node)],
+        leader: if serving {
+            BrokerId(node)
+        } else {
+            BrokerId::NONE
+        },
+        leader_epoch: LeaderEpoch(if serving { 0 } else { -1 }),
+        partition_epoch: PartitionEpoch(0),
+    }
 }
 
 /// The records describing `topic` as it is now.
-pub fn topic_records(node: i32, topic: &Topic) -> Vec<MetadataRecord> {
+fn topic_records(node: i32, topic: &Topic) -> Vec<MetadataRecord> {
     let mut records = vec![MetadataRecord::Topic {
         name: topic.name.clone(),
         topic_id: topic.id,
     }];
-    records.extend(partition_records(
-        node,
-        topic.id,
-        0,
-        topic.partition_count(),
-    ));
+    records.extend(
+        topic
+            .hosted()
+            .iter()
+            .map(|p| partition_record(node, topic.id, p.index, !p.is_loading())),
+    );
     records
+}
+
+/// Publishes that start-up opened `partitions`: this node leads them from now on.
+pub fn partitions_loaded(state: &BrokerState, partitions: &[Arc<Partition>]) {
+    let records: Vec<MetadataRecord> = partitions
+        .iter()
+        .filter_map(|p| {
+            Some(MetadataRecord::PartitionChange {
+                topic_id: state.logs.topic(&p.topic)?.id,
+                partition_id: p.index,
+                leader: Some(BrokerId(state.node_id())),
+                isr: None,
+            })
+        })
+        .collect();
+    state.metadata.publish(&records);
 }
 
 /// Creates a topic in the log and publishes it.
@@ -103,12 +125,10 @@ pub fn create_partitions(
         let before = state.logs.topic(name).map_or(0, |t| t.partition_count());
         state.logs.create_partitions(name, count, validate_only)?;
         if let Some(topic) = state.logs.topic(name).filter(|_| !validate_only) {
-            state.metadata.publish(&partition_records(
-                state.node_id(),
-                topic.id,
-                before,
-                topic.partition_count(),
-            ));
+            let records: Vec<MetadataRecord> = (before..topic.partition_count())
+                .map(|p| partition_record(state.node_id(), topic.id, p, true))
+                .collect();
+            state.metadata.publish(&records);
         }
         Ok(())
     })

@@ -107,8 +107,9 @@ pub async fn handle(ctx: &RequestContext<'_>, req: MetadataRequest) -> MetadataR
         ))
 }
 
-/// A topic as Metadata describes it: per partition the leader and its epoch, the
-/// replicas, the ISR, and the replicas on brokers that are not live (offline).
+/// A topic as Metadata describes it: per partition the leader and its epoch (none, and
+/// LEADER_NOT_AVAILABLE, as Kafka's, while no replica leads it), the replicas, the ISR,
+/// and the replicas on brokers that are not live (offline).
 fn describe(image: &MetadataImage, topic: &TopicImage) -> MetadataResponseTopic {
     let ids = |v: &[strom_metadata::BrokerId]| v.iter().map(|b| BrokerId(b.0)).collect();
     let partitions = topic
@@ -117,6 +118,11 @@ fn describe(image: &MetadataImage, topic: &TopicImage) -> MetadataResponseTopic 
         .enumerate()
         .map(|(p, registration)| {
             MetadataResponsePartition::default()
+                .with_error_code(if registration.has_leader() {
+                    0
+                } else {
+                    ResponseError::LeaderNotAvailable.code()
+                })
                 .with_partition_index(p as i32)
                 .with_leader_id(BrokerId(registration.leader.0))
                 .with_leader_epoch(registration.leader_epoch.0)
