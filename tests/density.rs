@@ -187,7 +187,7 @@ fn two_thousand_partitions_of_two_segments_live_within_a_1600_descriptor_limit()
     assert!(broker.terminate().success(), "SIGTERM exits cleanly");
     let stderr = without_colours(&broker.stderr());
     assert!(
-        stderr.contains("logs closed cleanly") && stderr.contains("closed=2000"),
+        stderr.contains("logs closed") && stderr.contains("closed=2000 syncfs=true clean=true"),
         "every partition had something to write at shutdown:\n{stderr}"
     );
     broker.restart();
@@ -406,16 +406,19 @@ fn read_partition(bootstrap: &str, topic: &str, partition: i32, expected: usize)
 }
 
 /// A standalone node serves each partition as soon as its log is open, not after all of
-/// them: after a `kill -9`, one partition's recovery is held in the `open` of its offset
-/// index, made a FIFO that blocks until the test writes to it. Meanwhile the other
-/// partitions are led and serve their recovered records, the held one is
-/// LEADER_NOT_AVAILABLE in Metadata and NOT_LEADER_OR_FOLLOWER to a Fetch, and the ready
-/// line (every partition open) has not been printed. Released, it recovers and serves.
+/// them: after a `kill -9`, the recovery of partition 3 of 6 (one loading thread, the
+/// default, so partitions open in order) is held in the `open` of its offset index, made
+/// a FIFO that blocks until the test writes to it. Meanwhile partitions 0–2 are led and
+/// serve their recovered records, 3–5 are LEADER_NOT_AVAILABLE in Metadata and
+/// NOT_LEADER_OR_FOLLOWER to a Fetch, and the ready line (every partition open) has not
+/// been printed. A SIGTERM then stops the loading after partition 3: the broker exits 0
+/// without marking the shutdown clean, and the next start recovers 4 and 5 with every
+/// record.
 #[test]
 fn a_standalone_broker_serves_each_partition_as_soon_as_its_log_is_open() {
     const TOPIC: &str = "loading";
     const HELD: i32 = 3;
-    let mut broker = StromBroker::start(&["num.recovery.threads.per.data.dir=2"]);
+    let mut broker = StromBroker::start(&[]);
     let bootstrap = broker.bootstrap();
     create_topic(&bootstrap, TOPIC, 6);
     let producer_round = |first: usize| {
@@ -435,6 +438,7 @@ fn a_standalone_broker_serves_each_partition_as_soon_as_its_log_is_open() {
         }
         producer.flush(TIMEOUT).expect("every record acknowledged");
     };
+    let all_records = |p: i32| (0..10).map(|i| format!("{p}/{i}")).collect::<Vec<_>>();
     // Records below the recovery point (a clean shutdown), then above it (kill -9): the
     // restart recovers each partition's tail and reads its offset index to do so.
     producer_round(0);
@@ -452,22 +456,14 @@ fn a_standalone_broker_serves_each_partition_as_soon_as_its_log_is_open() {
     assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
 
     let ready = broker.restart_unready();
-    let mut conn = Conn::connect(&bootstrap_when_listening(&bootstrap));
-    let partial = wait_until(TIMEOUT, || {
-        let l = leaders(&mut conn, TOPIC);
-        l.iter()
-            .enumerate()
-            .all(|(p, state)| (p as i32 == HELD) != (*state == (1, 0)))
-    });
+    wait_listening(&bootstrap);
+    let mut conn = Conn::connect(&bootstrap);
+    let served = |p: i32| if p < HELD { (1, 0) } else { (-1, 5) };
+    let expected: Vec<_> = (0..6).map(served).collect();
     assert!(
-        partial,
-        "every partition but {HELD} led, {HELD} not: {:?}",
+        wait_until(TIMEOUT, || leaders(&mut conn, TOPIC) == expected),
+        "partitions 0-2 led, 3-5 LEADER_NOT_AVAILABLE: {:?}",
         leaders(&mut conn, TOPIC)
-    );
-    assert_eq!(
-        leaders(&mut conn, TOPIC)[HELD as usize],
-        (-1, 5),
-        "LEADER_NOT_AVAILABLE"
     );
     assert_eq!(
         fetch_error(&mut conn, TOPIC, HELD).0,
@@ -476,16 +472,18 @@ fn a_standalone_broker_serves_each_partition_as_soon_as_its_log_is_open() {
     );
     assert_eq!(
         read_partition(&bootstrap, TOPIC, 0, 10),
-        (0..10).map(|i| format!("0/{i}")).collect::<Vec<_>>(),
+        all_records(0),
         "an opened partition serves its recovered records"
     );
     assert!(
         ready.try_recv().is_err(),
-        "no ready line while a partition is still being opened"
+        "no ready line while partitions are still being opened"
     );
 
-    // Release the held open: one byte (a torn index, rebuilt by recovery), and a regular
-    // file in the FIFO's place for the rebuilt index before the byte's end is read.
+    // SIGTERM, then release the held open: one byte (a torn index, which recovery
+    // rebuilds), with a regular file in the FIFO's place for the rebuilt index before the
+    // byte's end is read.
+    broker.signal_terminate();
     let mut writer = std::fs::OpenOptions::new()
         .write(true)
         .open(&index)
@@ -495,23 +493,36 @@ fn a_standalone_broker_serves_each_partition_as_soon_as_its_log_is_open() {
     std::fs::File::create(&replacement).unwrap();
     std::fs::rename(&replacement, &index).unwrap();
     drop(writer);
-    ready
-        .recv_timeout(TIMEOUT)
-        .expect("the ready line once every partition is open");
-    assert!(leaders(&mut conn, TOPIC).iter().all(|l| *l == (1, 0)));
-    assert_eq!(
-        read_partition(&bootstrap, TOPIC, HELD, 10),
-        (0..10).map(|i| format!("{HELD}/{i}")).collect::<Vec<_>>(),
-        "the held partition recovered every record"
+    assert!(
+        broker.wait_exit().success(),
+        "SIGTERM while loading exits 0"
     );
+    let stderr = without_colours(&broker.stderr());
+    assert!(
+        stderr.contains("loaded=4") && stderr.contains("the next start recovers them"),
+        "loading stopped after the held partition, the shutdown not marked clean:\n{stderr}"
+    );
+
+    broker.restart();
+    assert_eq!(
+        leaders(&mut Conn::connect(&bootstrap), TOPIC),
+        vec![(1, 0); 6]
+    );
+    for p in [HELD, 5] {
+        assert_eq!(read_partition(&bootstrap, TOPIC, p, 10), all_records(p));
+    }
     assert!(broker.terminate().success());
+    let stderr = without_colours(&broker.stderr());
+    assert!(
+        stderr.contains("previous shutdown was not clean"),
+        "the start after the interrupted loading recovered:\n{stderr}"
+    );
 }
 
-/// `bootstrap` once it accepts connections.
-fn bootstrap_when_listening(bootstrap: &str) -> String {
+/// Waits until `bootstrap` accepts connections.
+fn wait_listening(bootstrap: &str) {
     assert!(
         wait_until(TIMEOUT, || std::net::TcpStream::connect(bootstrap).is_ok()),
         "{bootstrap} never accepted a connection"
     );
-    bootstrap.to_string()
 }

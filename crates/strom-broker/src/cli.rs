@@ -3,8 +3,8 @@
 //!
 //! Once every partition is open the broker prints one line to stdout,
 //! `strom broker <node.id> listening on <host>:<port>`, so that scripts and the perf tools'
-//! embedded mode can start it on port 0 and learn the port. (A standalone node's listener
-//! accepts clients before that, serving each partition as soon as its log is open.) SIGTERM and SIGINT shut it
+//! embedded mode can start it on port 0 and learn the port. A standalone node's listener
+//! accepts clients before that line, and serves each partition as soon as it is open. SIGTERM and SIGINT shut it
 //! down cleanly (logs flushed and closed) with exit status 0.
 
 use std::collections::BTreeMap;
@@ -114,7 +114,11 @@ async fn run(config: BrokerConfig) -> ExitCode {
     }
     if let Some(broker) = &mut node.broker {
         tokio::select! {
-            _ = broker.partitions_loaded() => {},
+            loaded = broker.partitions_loaded() => if let Err(e) = loaded {
+                eprintln!("strom server: {e}");
+                let _ = node.shutdown().await;
+                return ExitCode::from(1);
+            },
             _ = term.recv() => return shut_down(node).await,
             _ = int.recv() => return shut_down(node).await,
         }

@@ -16,12 +16,13 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{self, File};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::ResponseError;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
 use strom_log::{FileCache, LogConfig, LogError, PartitionLog};
 use tokio::sync::Notify;
 use uuid::Uuid;
@@ -41,8 +42,8 @@ const METADATA_LOG_PREFIX: &str = "__cluster_metadata";
 /// it one `syncfs` per log dir is cheaper than an fsync per file.
 const FSYNC_EACH_UP_TO: usize = 64;
 
-/// How many opened partitions [`LogManager::load_partitions`] hands on at a time, at
-/// most this long after the previous batch.
+/// How many opened partitions [`LogManager::load_partitions`] hands on at a time, and
+/// how long the first of a batch waits for the others at most.
 const LOADED_BATCH: usize = 256;
 const LOADED_BATCH_WAIT: Duration = Duration::from_millis(50);
 
@@ -52,6 +53,49 @@ struct PendingLoad {
     partitions: Vec<PartitionToLoad>,
     /// Whether the last shutdown was clean (nothing above the recovery points to check).
     clean: bool,
+}
+
+/// Lets topic changes through once loading ends, however it ends (a panic included).
+struct OpensTopicChanges<'a>(&'a LogManager);
+
+impl Drop for OpensTopicChanges<'_> {
+    fn drop(&mut self) {
+        *self.0.loading.lock() = false;
+        self.0.loaded.notify_all();
+    }
+}
+
+/// Hands opened partitions on in batches: when [`LOADED_BATCH`] are waiting or the first
+/// of them has waited [`LOADED_BATCH_WAIT`], so a partition that takes long to open (a
+/// big recovery) never holds back those opened before it.
+fn hand_on_in_batches(
+    opened: mpsc::Receiver<Arc<Partition>>,
+    on_loaded: &impl Fn(&[Arc<Partition>]),
+) {
+    let mut batch = Vec::new();
+    let mut due: Option<Instant> = None;
+    loop {
+        let received = match due {
+            None => opened.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            Some(due) => opened.recv_timeout(due.saturating_duration_since(Instant::now())),
+        };
+        match received {
+            Ok(partition) => {
+                due.get_or_insert_with(|| Instant::now() + LOADED_BATCH_WAIT);
+                batch.push(partition);
+                if batch.len() < LOADED_BATCH {
+                    continue;
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => {
+                on_loaded(&batch);
+                return;
+            }
+        }
+        on_loaded(&std::mem::take(&mut batch));
+        due = None;
+    }
 }
 
 /// One partition to open at start-up.
@@ -87,10 +131,13 @@ pub struct LogManager {
     pub storage_failures: Arc<Notify>,
     /// What start-up has yet to open ([`Self::load_partitions`]).
     pending: Mutex<Option<PendingLoad>>,
+    /// Whether start-up is still opening partitions; topic changes wait on `loaded`.
+    loading: Mutex<bool>,
+    loaded: Condvar,
     /// Set when shutdown begins: loading stops opening partitions.
     closing: AtomicBool,
-    /// Loading after an unclean shutdown stopped before every partition was recovered,
-    /// so this shutdown must not be marked clean.
+    /// The last shutdown was not clean and start-up has not yet recovered every
+    /// partition, so this shutdown must not be marked clean.
     unrecovered: AtomicBool,
 }
 
@@ -147,8 +194,10 @@ impl LogManager {
             standalone: config.kraft.roles.is_none(),
             storage_failures: Arc::new(Notify::new()),
             pending: Mutex::new(None),
+            loading: Mutex::new(false),
+            loaded: Condvar::new(),
             closing: AtomicBool::new(false),
-            unrecovered: AtomicBool::new(false),
+            unrecovered: AtomicBool::new(!clean),
         };
         if !clean {
             tracing::warn!("previous shutdown was not clean: recovering unflushed segment tails");
@@ -193,75 +242,81 @@ impl LogManager {
             partitions: to_load,
             clean,
         });
+        *manager.loading.lock() = true;
         Ok(manager)
     }
 
     /// Opens every partition [`Self::open`] found, `num.recovery.threads.per.data.dir`
     /// threads per log dir, each replacing its stand-in as soon as it is open; `on_loaded`
-    /// is told of them in batches of [`LOADED_BATCH`] as they finish, so a standalone node
-    /// serves each batch at once rather than all partitions at the end. A partition whose
-    /// log cannot be opened is offline; the others serve. Stops early when
-    /// [`Self::shutdown`] begins. Topic changes wait until it returns.
+    /// is told of them in batches as they finish, so a standalone node serves each batch
+    /// at once rather than all partitions at the end. A partition whose log cannot be
+    /// opened is offline; the others serve. Stops early when [`Self::stop_loading`] is
+    /// called. Topic changes wait until it returns.
     pub fn load_partitions(&self, on_loaded: impl Fn(&[Arc<Partition>]) + Sync) {
-        let _admin = self.admin.lock();
+        let _gate = OpensTopicChanges(self);
         let Some(PendingLoad { partitions, clean }) = self.pending.lock().take() else {
             return;
         };
         let started = Instant::now();
         let now = now_ms();
-        let batch = Mutex::new((Vec::with_capacity(LOADED_BATCH), Instant::now()));
-        let picked = AtomicUsize::new(0);
-        let opened = log_dir_workers::run(
-            &partitions,
-            &self.dirs,
-            self.recovery_threads,
-            |p| &p.dir,
-            |p| {
-                let last_ones = picked.fetch_add(1, Ordering::Relaxed) + 1 >= partitions.len();
-                if self.closing.load(Ordering::Relaxed) {
-                    return None;
-                }
-                let partition = self.load_partition(p, clean, now);
-                let topic = self
-                    .topic(&p.topic)
-                    .expect("topics do not change while loading");
-                topic.partitions.write().insert(p.index, partition.clone());
-                let online = partition.offline_reason().is_none();
-                // Handed on when full, when it waited long enough, and once nothing is
-                // left to start: a partition that takes long (a big recovery) must not
-                // hold back the ones opened beside it.
-                let ready = {
-                    let mut batch = batch.lock();
-                    batch.0.push(partition);
-                    let due = batch.0.len() >= LOADED_BATCH
-                        || batch.1.elapsed() >= LOADED_BATCH_WAIT
-                        || last_ones;
-                    due.then(|| {
-                        batch.1 = Instant::now();
-                        std::mem::take(&mut batch.0)
-                    })
-                };
-                if let Some(ready) = ready {
-                    on_loaded(&ready);
-                }
-                Some(online)
-            },
-        );
-        on_loaded(&batch.into_inner().0);
-        let loaded = opened.iter().flatten().count();
-        if loaded < partitions.len() && !clean {
-            self.unrecovered.store(true, Ordering::Relaxed);
+        let (opened, to_hand_on) = mpsc::channel();
+        let on_loaded = &on_loaded;
+        let outcomes = std::thread::scope(|scope| {
+            scope.spawn(move || hand_on_in_batches(to_hand_on, on_loaded));
+            let outcomes = log_dir_workers::run(
+                &partitions,
+                &self.dirs,
+                self.recovery_threads,
+                |p| &p.dir,
+                |p| {
+                    if self.closing.load(Ordering::Relaxed) {
+                        return None;
+                    }
+                    let partition = self.load_partition(p, clean, now);
+                    let online = partition.offline_reason().is_none();
+                    if let Some(topic) = self.topic(&p.topic) {
+                        topic.partitions.write().insert(p.index, partition.clone());
+                        let _ = opened.send(partition);
+                    }
+                    Some(online)
+                },
+            );
+            drop(opened);
+            outcomes
+        });
+        let loaded = outcomes.iter().flatten().count();
+        if loaded == partitions.len() {
+            self.unrecovered.store(false, Ordering::Relaxed);
         }
         tracing::info!(
             topics = self.topics.read().len(),
             partitions = partitions.len(),
             loaded,
-            offline = opened.iter().flatten().filter(|online| !**online).count(),
+            offline = outcomes.iter().flatten().filter(|online| !**online).count(),
             clean,
             threads_per_dir = self.recovery_threads,
             elapsed_ms = started.elapsed().as_millis() as u64,
             "logs loaded"
         );
+    }
+
+    /// Makes [`Self::load_partitions`] stop opening partitions: the broker is stopping.
+    pub fn stop_loading(&self) {
+        self.closing.store(true, Ordering::Relaxed);
+    }
+
+    /// The lock topic changes hold, taken once start-up has opened every partition (a
+    /// change must not race a partition's opening, and must see every log it applies to).
+    /// Waited for off the async workers.
+    fn admin(&self) -> MutexGuard<'_, ()> {
+        off_async_workers(|| {
+            let mut loading = self.loading.lock();
+            while *loading {
+                self.loaded.wait(&mut loading);
+            }
+            drop(loading);
+            self.admin.lock()
+        })
     }
 
     /// Whom a partition's storage error wakes: the heartbeat on a cluster broker, no one
@@ -393,7 +448,7 @@ impl LogManager {
     /// Makes `defaults` the broker's log defaults (a dynamic broker config changed) and
     /// applies them to every hosted partition whose topic does not override them.
     pub fn set_defaults(&self, defaults: LogConfig) {
-        let _admin = self.admin.lock();
+        let _admin = self.admin();
         *self.defaults.write() = defaults;
         for topic in self.topics.read().values() {
             let log_config = topic_config::log_config(&self.defaults.read(), &topic.configs.read());
@@ -425,7 +480,7 @@ impl LogManager {
             validated.insert(k.clone(), topic_config::validate(k, v)?);
         }
         topic_config::validate_together(&validated)?;
-        let _admin = self.admin.lock();
+        let _admin = self.admin();
         self.check_partition_limits(partitions)?;
         if self.topics.read().contains_key(name) {
             return Err(ApiError::new(
@@ -549,7 +604,7 @@ impl LogManager {
         configs: &BTreeMap<String, String>,
         indexes: &[i32],
     ) -> Result<(), BrokerError> {
-        let _admin = self.admin.lock();
+        let _admin = self.admin();
         let existing = self.topic(name);
         if existing.as_ref().is_some_and(|t| t.id != id) {
             drop(_admin);
@@ -607,7 +662,7 @@ impl LogManager {
         count: i32,
         validate_only: bool,
     ) -> Result<(), ApiError> {
-        let _admin = self.admin.lock();
+        let _admin = self.admin();
         let topic = self.topic(name).ok_or_else(ApiError::unknown_topic)?;
         let current = topic.partition_count();
         if count <= current {
@@ -630,7 +685,7 @@ impl LogManager {
 
     /// Deletes a topic and its partitions' files.
     pub fn delete_topic(&self, name: &str) -> Result<Uuid, ApiError> {
-        let _admin = self.admin.lock();
+        let _admin = self.admin();
         let topic = self
             .topics
             .write()
@@ -655,7 +710,7 @@ impl LogManager {
         name: &str,
         configs: BTreeMap<String, String>,
     ) -> Result<(), ApiError> {
-        let _admin = self.admin.lock();
+        let _admin = self.admin();
         let topic = self.topic(name).ok_or_else(ApiError::unknown_topic)?;
         *topic.configs.write() = configs;
         topic.record().write(&self.metadata_dir(), name)?;
@@ -705,15 +760,16 @@ impl LogManager {
         }
     }
 
-    /// Closes every log (flush, producer snapshot) and marks the shutdown clean.
+    /// Closes every log (flush, producer snapshot) and marks the shutdown clean, unless
+    /// start-up after an unclean shutdown had not recovered every partition yet.
     ///
     /// Only partitions with something to write are touched, `num.recovery.threads.per.data.dir`
     /// at a time per log dir. A few are fsynced file by file; many are written without
     /// fsync and made durable by one `syncfs` per log dir before their checkpoints move
     /// (and once more before the clean-shutdown marker), instead of four fsyncs each.
     pub fn shutdown(&self) -> Result<(), BrokerError> {
-        self.closing.store(true, Ordering::Relaxed);
-        let _loading_stopped = self.admin.lock();
+        self.stop_loading();
+        let _admin = self.admin();
         let started = Instant::now();
         let now = now_ms();
         let dirty: Vec<Arc<Partition>> = self
@@ -741,20 +797,22 @@ impl LogManager {
         } else {
             on_each(&|log| log.close(now))?;
         }
-        if self.unrecovered.load(Ordering::Relaxed) {
-            tracing::warn!("start-up stopped before every partition was recovered: the next start recovers them");
-        } else {
+        let clean = !self.unrecovered.load(Ordering::Relaxed);
+        if clean {
             for dir in &self.dirs {
                 File::create(dir.join(CLEAN_SHUTDOWN_MARKER))?.sync_all()?;
                 File::open(dir)?.sync_all()?;
             }
+        } else {
+            tracing::warn!("start-up stopped before every partition was recovered: the next start recovers them");
         }
         tracing::info!(
             partitions = self.all_partitions().len(),
             closed = dirty.len(),
             syncfs,
+            clean,
             elapsed_ms = started.elapsed().as_millis() as u64,
-            "logs closed cleanly"
+            "logs closed"
         );
         Ok(())
     }

@@ -10,6 +10,8 @@ use parking_lot::{Mutex, RwLock};
 use strom_metadata::{MetadataImage, MetadataRecord};
 use tokio::sync::watch;
 
+use crate::log_manager::off_async_workers;
+
 /// The latest image and the way to publish records into it.
 #[derive(Debug)]
 pub struct MetadataCache {
@@ -37,10 +39,14 @@ impl MetadataCache {
         self.image.read().clone()
     }
 
-    /// Runs one change (a log operation and the publish of its records) alone.
+    /// Runs one change (a log operation and the publish of its records) alone, off the
+    /// async workers: it waits for the changes before it, and for start-up to have opened
+    /// every partition.
     pub fn change<T>(&self, f: impl FnOnce() -> T) -> T {
-        let _serialized = self.changes.lock();
-        f()
+        off_async_workers(|| {
+            let _serialized = self.changes.lock();
+            f()
+        })
     }
 
     /// Applies `records` and makes the result the current image. Publishers are

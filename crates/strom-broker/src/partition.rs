@@ -774,7 +774,9 @@ impl Partition {
             (LogSlot::Open(log), None) => Ok(f(&mut log.lock())),
             (_, reason) => Err(LogError::Offline {
                 dir: self.dir.display().to_string(),
-                reason: reason.unwrap_or(LOADING).to_string(),
+                reason: reason
+                    .expect("a partition without an open log is offline")
+                    .to_string(),
             }),
         }
     }

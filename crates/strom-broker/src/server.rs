@@ -491,15 +491,21 @@ impl RunningBroker {
 
 impl BrokerPart {
     /// Waits until every hosted partition is open (or offline for a reason logged).
-    pub async fn partitions_loaded(&mut self) {
-        if let Some(loading) = self.loading.take() {
-            let _ = loading.await;
+    pub async fn partitions_loaded(&mut self) -> Result<(), BrokerError> {
+        match self.loading.take() {
+            Some(loading) => loading.await.map_err(|e| {
+                BrokerError::Io(std::io::Error::other(format!(
+                    "opening the partitions failed: {e}"
+                )))
+            }),
+            None => Ok(()),
         }
     }
 
     /// Moves leaderships away (in a cluster), stops accepting, closes connections and
     /// closes every log cleanly.
     pub async fn shutdown(self) -> Result<(), BrokerError> {
+        self.state.logs.stop_loading();
         if let Some(quorum) = &self.state.quorum {
             let timeout = Duration::from_millis(self.state.config.kraft.broker_session_timeout_ms);
             broker_lifecycle::controlled_shutdown(&self.state, quorum, timeout).await;

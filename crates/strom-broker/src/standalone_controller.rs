@@ -1,7 +1,8 @@
 //! The controller of a standalone node: the one place where "this broker is the whole
 //! cluster" is decided. It registers this broker, and turns each topic change of the log
 //! manager into Kafka's metadata records with this broker as the only replica, leader and
-//! ISR member at leader epoch 0, which it publishes to the metadata image.
+//! ISR member at leader epoch 0 (a partition start-up has not opened yet has no leader),
+//! which it publishes to the metadata image.
 //!
 //! Admin handlers call these functions rather than the log manager, so that the KRaft
 //! controller can take this module's place (writing the records to the quorum instead of
