@@ -7,6 +7,7 @@
 //! network` runs seed 001 on bandwidth-capped links; `strom bench controller` seed 003.
 
 pub mod args;
+pub mod catchup;
 pub mod consumer_scaling;
 pub mod controller;
 pub mod faults;
@@ -44,6 +45,7 @@ pub fn main(argv: Vec<String>) -> ExitCode {
         Some((first, rest)) if first == "partitions" => partitions::main(rest),
         Some((first, rest)) if first == "quorum" => quorum::main(rest),
         Some((first, rest)) if first == "faults" => faults::main(rest),
+        Some((first, rest)) if first == "catchup" => catchup::main(rest),
         Some((first, rest)) if first == "network" => network::main(rest),
         Some((first, rest)) if first == "controller" => controller::main(rest),
         Some((first, rest)) if first == "consumer-scaling" => command(
