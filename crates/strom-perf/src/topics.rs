@@ -9,6 +9,7 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::types::RDKafkaErrorCode;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -51,6 +52,60 @@ pub fn create_topic(
         Some(Err((_, code))) => Err(anyhow::anyhow!("CreateTopics {topic} failed: {code}")),
         None => Err(anyhow::anyhow!("CreateTopics {topic} returned no result")),
     }
+}
+
+/// Waits until every broker of `bootstrap` (a comma-separated list) names a leader for
+/// each of the `partitions` partitions of `topic`: a created topic's leaders reach the
+/// brokers' metadata a moment after CreateTopics answers, and a run started before would
+/// time its producer's first metadata retries instead of the brokers.
+pub fn wait_until_led(bootstrap: &str, topic: &str, partitions: usize) -> Result<()> {
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    for address in bootstrap.split(',') {
+        loop {
+            let led = crate::kafka_rpc::metadata(address, TIMEOUT).is_ok_and(|m| {
+                m.topics.iter().any(|t| {
+                    t.name.as_ref().is_some_and(|n| n.as_str() == topic)
+                        && t.partitions.len() == partitions
+                        && t.partitions
+                            .iter()
+                            .all(|p| p.error_code == 0 && p.leader_id.0 >= 0)
+                })
+            });
+            if led {
+                break;
+            }
+            anyhow::ensure!(
+                std::time::Instant::now() < deadline,
+                "{address} named no leader for every partition of {topic} within {TIMEOUT:?}"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    Ok(())
+}
+
+/// Writes one record with acks=all to each of the `partitions` partitions of a new
+/// replicated `topic` and waits for them: followers add a new partition to their fetch
+/// only when their current long poll ends (`replica.fetch.wait.max.ms`, as Kafka's
+/// fetchers do), so the first acknowledgements of a new topic take up to that long, a
+/// start-up cost a short timed run must not include.
+pub fn warm_up(bootstrap: &str, topic: &str, partitions: usize) -> Result<()> {
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("acks", "all")
+        .create()?;
+    for partition in 0..partitions as i32 {
+        producer
+            .send(
+                BaseRecord::<(), _>::to(topic)
+                    .partition(partition)
+                    .payload("warm-up"),
+            )
+            .map_err(|(e, _)| anyhow::anyhow!("warm-up record to {topic}-{partition}: {e}"))?;
+    }
+    producer
+        .flush(TIMEOUT)
+        .with_context(|| format!("warm-up records to {topic} not acknowledged"))
 }
 
 /// Deletes `topic`; one that is already gone is no error.

@@ -164,6 +164,7 @@ pub fn run(args: &BenchArgs, argv: &[String]) -> Result<()> {
         (&topic_consume, 2),
     ] {
         topics::create_topic(&bootstrap, topic, partitions, 1)?;
+        topics::wait_until_led(&bootstrap, topic, partitions as usize)?;
     }
 
     let tuned_props = seeds::TUNED_PROPERTIES
@@ -322,6 +323,8 @@ fn replicated_runs(args: &BenchArgs, prefix: &str, report: &mut Report) -> Resul
     for (i, (client, (name, properties, seed))) in runs.enumerate() {
         let topic = format!("{prefix}-replicated-{i}");
         topics::create_topic(&bootstrap, &topic, 6, 3)?;
+        topics::wait_until_led(&bootstrap, &topic, 6)?;
+        topics::warm_up(&bootstrap, &topic, 6)?;
         let producer = ProducerArgs {
             client,
             ..producer_args(&topic, args.records, 100, -1.0, properties.clone())
