@@ -9,7 +9,7 @@
 //! answers only for partitions with something new, so thousands of idle partitions cost
 //! neither side anything per round trip.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -36,6 +36,11 @@ use crate::BrokerState;
 const FETCH_VERSION: i16 = 15;
 /// How long a connection attempt or a response may take beyond the fetch's own wait.
 const IO_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a partition waits after its leader answered that the leadership is moving
+/// (it has not applied the metadata this follower acts on yet, a few milliseconds away)
+/// instead of `replica.fetch.backoff.ms`, which would hold back a new or newly led
+/// partition's first acknowledgements for a second.
+const LEADERSHIP_MOVING_BACKOFF: Duration = Duration::from_millis(20);
 
 /// A followed partition, keyed by (topic, index).
 type Followed = BTreeMap<(String, i32), Arc<Partition>>;
@@ -230,8 +235,11 @@ async fn run_fetcher(
                 continue;
             }
             // A partition whose leader moved away from `source` waits for `follow` to
-            // hand it to the right fetcher.
-            let (Some(topic), Ok(Some(at))) = (image.topic(&p.topic), p.follower_fetch_position())
+            // hand it to the right fetcher. The topic id comes from the hosted topic: the
+            // metadata image naming a new topic is published after its partitions are
+            // handed to the fetchers.
+            let (Some(topic), Ok(Some(at))) =
+                (state.logs.topic(&p.topic), p.follower_fetch_position())
             else {
                 continue;
             };
@@ -311,7 +319,18 @@ async fn run_fetcher(
                     .with_replica_id(kafka_protocol::messages::BrokerId(state.node_id()))
                     .with_replica_epoch(broker_epoch),
             )
-            .with_max_wait_ms(config.fetch_wait_max_ms)
+            // The long poll ends when the first partition held back is due again.
+            .with_max_wait_ms(
+                delayed
+                    .values()
+                    .min()
+                    .map_or(config.fetch_wait_max_ms, |due| {
+                        let due = due.saturating_duration_since(now).as_millis();
+                        config
+                            .fetch_wait_max_ms
+                            .min(i32::try_from(due).unwrap_or(i32::MAX))
+                    }),
+            )
             .with_min_bytes(config.fetch_min_bytes)
             .with_max_bytes(config.fetch_response_max_bytes)
             .with_session_id(session.id)
@@ -322,10 +341,29 @@ async fn run_fetcher(
             .unwrap_or(usize::MAX)
             .saturating_add(requested.len() * usize::try_from(config.fetch_max_bytes).unwrap_or(0))
             .saturating_add(1 << 20);
-        let conn = connection.as_mut().expect("connected above");
-        let response = tokio::select! {
-            r = tokio::time::timeout(IO_TIMEOUT, conn.fetch(&client_id, &request, max_response)) => r,
-            _ = shutdown.changed() => continue,
+        let response = {
+            let conn = connection.as_mut().expect("connected above");
+            let fetch =
+                tokio::time::timeout(IO_TIMEOUT, conn.fetch(&client_id, &request, max_response));
+            tokio::pin!(fetch);
+            loop {
+                tokio::select! {
+                    r = &mut fetch => break Some(r),
+                    _ = shutdown.changed() => break None,
+                    // A partition handed to this fetcher while its fetch waits on the leader
+                    // (up to `replica.fetch.wait.max.ms`) would otherwise join only the next
+                    // one, holding back the acknowledgements of a new or newly led partition
+                    // that long: the long poll is abandoned, with its connection and session.
+                    _ = changed.notified() => if has_new(&partitions, &followed) {
+                        break None;
+                    },
+                }
+            }
+        };
+        let Some(response) = response else {
+            connection = None;
+            session.reset();
+            continue;
         };
         let response = match response {
             Ok(Ok(r)) => r,
@@ -369,16 +407,33 @@ async fn run_fetcher(
                     } else {
                         tracing::info!(%partition, source = source.0, %reason, message);
                     }
-                    delayed.insert((p.topic.clone(), p.index), Instant::now() + backoff);
+                    let wait = if leadership_moving(code) {
+                        LEADERSHIP_MOVING_BACKOFF.min(backoff)
+                    } else {
+                        backoff
+                    };
+                    delayed.insert((p.topic.clone(), p.index), Instant::now() + wait);
                 }
             }
         }
     }
 }
 
-/// Whether a partition's error says only that its leadership is moving (the metadata
-/// naming the new leader is on its way). A broker taking over thousands of partitions
-/// has each of them refused this way once; Kafka's fetcher logs these at debug.
+/// Whether `partitions` now holds one that was not among `followed` when the fetch in
+/// flight was built.
+fn has_new(partitions: &Mutex<Followed>, followed: &[Arc<Partition>]) -> bool {
+    let known: HashSet<*const Partition> = followed.iter().map(Arc::as_ptr).collect();
+    partitions
+        .lock()
+        .values()
+        .any(|p| !known.contains(&Arc::as_ptr(p)))
+}
+
+/// Whether a partition's error says only that its leadership is moving: the metadata
+/// naming the new leader, or a new topic, is on its way to one side (a follower learns
+/// of a new topic's partition from the same records as its leader, and may act on them
+/// first). A broker taking over thousands of partitions has each of them refused this
+/// way once; Kafka's fetcher logs these at debug.
 fn leadership_moving(error_code: i16) -> bool {
     matches!(
         ResponseError::try_from_code(error_code),
@@ -386,6 +441,8 @@ fn leadership_moving(error_code: i16) -> bool {
             ResponseError::NotLeaderOrFollower
                 | ResponseError::FencedLeaderEpoch
                 | ResponseError::UnknownLeaderEpoch
+                | ResponseError::UnknownTopicId
+                | ResponseError::UnknownTopicOrPartition
         )
     )
 }
