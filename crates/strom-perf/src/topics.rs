@@ -9,7 +9,6 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::types::RDKafkaErrorCode;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -82,30 +81,6 @@ pub fn wait_until_led(bootstrap: &str, topic: &str, partitions: usize) -> Result
         }
     }
     Ok(())
-}
-
-/// Writes one record with acks=all to each of the `partitions` partitions of a new
-/// replicated `topic` and waits for them: followers add a new partition to their fetch
-/// only when their current long poll ends (`replica.fetch.wait.max.ms`, as Kafka's
-/// fetchers do), so the first acknowledgements of a new topic take up to that long, a
-/// start-up cost a short timed run must not include.
-pub fn warm_up(bootstrap: &str, topic: &str, partitions: usize) -> Result<()> {
-    let producer: BaseProducer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("acks", "all")
-        .create()?;
-    for partition in 0..partitions as i32 {
-        producer
-            .send(
-                BaseRecord::<(), _>::to(topic)
-                    .partition(partition)
-                    .payload("warm-up"),
-            )
-            .map_err(|(e, _)| anyhow::anyhow!("warm-up record to {topic}-{partition}: {e}"))?;
-    }
-    producer
-        .flush(TIMEOUT)
-        .with_context(|| format!("warm-up records to {topic} not acknowledged"))
 }
 
 /// Deletes `topic`; one that is already gone is no error.

@@ -324,7 +324,6 @@ fn replicated_runs(args: &BenchArgs, prefix: &str, report: &mut Report) -> Resul
         let topic = format!("{prefix}-replicated-{i}");
         topics::create_topic(&bootstrap, &topic, 6, 3)?;
         topics::wait_until_led(&bootstrap, &topic, 6)?;
-        topics::warm_up(&bootstrap, &topic, 6)?;
         let producer = ProducerArgs {
             client,
             ..producer_args(&topic, args.records, 100, -1.0, properties.clone())
