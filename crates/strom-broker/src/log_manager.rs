@@ -234,8 +234,9 @@ impl LogManager {
         // not find the marker of the previous clean shutdown: the next start recovers.
         for dir in &manager.dirs {
             match fs::remove_file(dir.join(CLEAN_SHUTDOWN_MARKER)) {
+                Ok(()) => File::open(dir)?.sync_all()?,
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
-                _ => {}
+                Err(_) => {}
             }
         }
         *manager.pending.lock() = Some(PendingLoad {
@@ -285,7 +286,9 @@ impl LogManager {
             outcomes
         });
         let loaded = outcomes.iter().flatten().count();
-        if loaded == partitions.len() {
+        // A partition that could not be opened was not recovered either: until it is,
+        // no shutdown may be marked clean.
+        if outcomes.iter().all(|online| *online == Some(true)) {
             self.unrecovered.store(false, Ordering::Relaxed);
         }
         tracing::info!(

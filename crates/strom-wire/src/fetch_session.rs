@@ -18,6 +18,8 @@ pub struct FetchSessionPlanner<K, V> {
     pub unsupported: bool,
     /// What the session holds: each partition as last sent.
     sent: HashMap<K, V>,
+    /// The next request closes session `id` and opens a new one ([`Self::reopen`]).
+    reopening: bool,
 }
 
 impl<K, V> Default for FetchSessionPlanner<K, V> {
@@ -27,6 +29,7 @@ impl<K, V> Default for FetchSessionPlanner<K, V> {
             epoch: 0,
             unsupported: false,
             sent: HashMap::new(),
+            reopening: false,
         }
     }
 }
@@ -39,7 +42,7 @@ impl<K: Hash + Eq + Ord + Clone, V: PartialEq + Clone> FetchSessionPlanner<K, V>
     /// none; within one, only partitions that are new or whose request changed. `wanted`
     /// becomes what the session holds, so only the partitions sent are copied.
     pub fn plan(&mut self, wanted: HashMap<K, V>, sessions: bool) -> (i32, Vec<(K, V)>, Vec<K>) {
-        let full = self.id == 0 || !sessions;
+        let full = self.id == 0 || !sessions || self.reopening;
         let epoch = match (full, self.unsupported || !sessions) {
             (false, _) => self.epoch,
             (true, true) => -1,
@@ -69,7 +72,10 @@ impl<K: Hash + Eq + Ord + Clone, V: PartialEq + Clone> FetchSessionPlanner<K, V>
     /// 1, an existing one moves on by one (wrapping to 1), and no session after asking
     /// for one means the broker grants none.
     pub fn answered(&mut self, session_id: i32) {
-        if session_id == 0 {
+        if std::mem::take(&mut self.reopening) {
+            self.id = session_id;
+            self.epoch = 1;
+        } else if session_id == 0 {
             if self.id == 0 {
                 self.unsupported = true;
             }
@@ -83,6 +89,19 @@ impl<K: Hash + Eq + Ord + Clone, V: PartialEq + Clone> FetchSessionPlanner<K, V>
         } else {
             self.id = session_id;
             self.epoch = 1;
+        }
+    }
+
+    /// Gives up on the answer to the last plan (its request was abandoned with its
+    /// connection): the next plan is a full fetch that names the session with epoch 0,
+    /// which closes it and opens a new one, so the broker does not keep the abandoned
+    /// one until it expires.
+    pub fn reopen(&mut self) {
+        if self.id == 0 {
+            self.reset();
+        } else {
+            self.reopening = true;
+            self.sent.clear();
         }
     }
 
@@ -165,5 +184,32 @@ mod tests {
         session.reset();
         let (epoch, send, forgotten) = plan(&mut session, &[(0, 9), (1, 1)], true);
         assert_eq!((epoch, send, forgotten), (0, vec![0, 1], vec![]));
+    }
+
+    #[test]
+    fn an_abandoned_request_reopens_the_session_under_its_id() {
+        let mut session = FetchSessionPlanner::default();
+        plan(&mut session, &[(0, 1)], true);
+        session.answered(5);
+        plan(&mut session, &[(0, 2)], true);
+        // That request's answer is never read: the next one closes session 5 and opens a
+        // new one (id 5, epoch 0) with every partition.
+        session.reopen();
+        assert_eq!(session.id, 5);
+        assert_eq!(
+            plan(&mut session, &[(0, 2), (1, 0)], true),
+            (0, vec![0, 1], vec![])
+        );
+        // The new session starts at epoch 1, even when the broker hands out the same id.
+        session.answered(5);
+        assert_eq!((session.id, session.epoch), (5, 1));
+        assert_eq!(
+            plan(&mut session, &[(0, 3), (1, 0)], true),
+            (1, vec![0], vec![])
+        );
+        // Without a session to close, reopening is a reset.
+        let mut none = FetchSessionPlanner::<i32, (i64, i32)>::default();
+        none.reopen();
+        assert_eq!(plan(&mut none, &[(0, 1)], true).0, 0);
     }
 }

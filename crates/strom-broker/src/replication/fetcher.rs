@@ -36,10 +36,11 @@ use crate::BrokerState;
 const FETCH_VERSION: i16 = 15;
 /// How long a connection attempt or a response may take beyond the fetch's own wait.
 const IO_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long a partition waits after its leader answered that the leadership is moving
-/// (it has not applied the metadata this follower acts on yet, a few milliseconds away)
-/// instead of `replica.fetch.backoff.ms`, which would hold back a new or newly led
-/// partition's first acknowledgements for a second.
+/// How long a partition waits after its leader first answered that the leadership is
+/// moving (it has not applied the metadata this follower acts on yet, a few milliseconds
+/// away) instead of `replica.fetch.backoff.ms`, which would hold back a new or newly led
+/// partition's first acknowledgements for a second; doubled on each further refusal, up
+/// to that backoff.
 const LEADERSHIP_MOVING_BACKOFF: Duration = Duration::from_millis(20);
 
 /// A followed partition, keyed by (topic, index).
@@ -218,6 +219,8 @@ async fn run_fetcher(
     let client_id = format!("strom-replica-fetcher-{}", state.node_id());
     let mut connection: Option<Connection> = None;
     let mut delayed: BTreeMap<(String, i32), Instant> = BTreeMap::new();
+    // Successive "leadership moving" refusals of each partition, which its retry doubles on.
+    let mut refusals: HashMap<(String, i32), u32> = HashMap::new();
     let mut session: FetchSessionPlanner<(Uuid, i32), FetchPartition> = Default::default();
     let mut shutdown = state.replication.shutdown.clone();
     loop {
@@ -238,9 +241,15 @@ async fn run_fetcher(
             // hand it to the right fetcher. The topic id comes from the hosted topic: the
             // metadata image naming a new topic is published after its partitions are
             // handed to the fetchers.
-            let (Some(topic), Ok(Some(at))) =
-                (state.logs.topic(&p.topic), p.follower_fetch_position())
-            else {
+            let Some(topic) = state.logs.topic(&p.topic).filter(|t| {
+                t.partition(p.index)
+                    .is_some_and(|hosted| Arc::ptr_eq(&hosted, p))
+            }) else {
+                // A deleted topic's partition (perhaps re-created under its name since)
+                // is never fetched with another topic's id.
+                continue;
+            };
+            let Ok(Some(at)) = p.follower_fetch_position() else {
                 continue;
             };
             if at.leader != source {
@@ -325,7 +334,7 @@ async fn run_fetcher(
                     .values()
                     .min()
                     .map_or(config.fetch_wait_max_ms, |due| {
-                        let due = due.saturating_duration_since(now).as_millis();
+                        let due = due.saturating_duration_since(Instant::now()).as_millis() + 1;
                         config
                             .fetch_wait_max_ms
                             .min(i32::try_from(due).unwrap_or(i32::MAX))
@@ -362,7 +371,7 @@ async fn run_fetcher(
         };
         let Some(response) = response else {
             connection = None;
-            session.reset();
+            session.reopen();
             continue;
         };
         let response = match response {
@@ -399,6 +408,7 @@ async fn run_fetcher(
                     continue;
                 };
                 let code = data.error_code;
+                let key = (p.topic.clone(), p.index);
                 if let Err(reason) = apply_fetched(p, at, data) {
                     let partition = format!("{}-{}", p.topic, p.index);
                     let message = "replica fetch of a partition failed; retrying after replica.fetch.backoff.ms";
@@ -408,11 +418,18 @@ async fn run_fetcher(
                         tracing::info!(%partition, source = source.0, %reason, message);
                     }
                     let wait = if leadership_moving(code) {
-                        LEADERSHIP_MOVING_BACKOFF.min(backoff)
+                        // 20 ms, doubling while the refusals go on, up to the backoff.
+                        let refused = refusals.entry(key.clone()).or_insert(0u32);
+                        *refused += 1;
+                        LEADERSHIP_MOVING_BACKOFF
+                            .saturating_mul(1 << (*refused - 1).min(16))
+                            .min(backoff)
                     } else {
                         backoff
                     };
-                    delayed.insert((p.topic.clone(), p.index), Instant::now() + wait);
+                    delayed.insert(key, Instant::now() + wait);
+                } else {
+                    refusals.remove(&key);
                 }
             }
         }
