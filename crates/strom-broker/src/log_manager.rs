@@ -42,9 +42,9 @@ const METADATA_LOG_PREFIX: &str = "__cluster_metadata";
 /// it one `syncfs` per log dir is cheaper than an fsync per file.
 const FSYNC_EACH_UP_TO: usize = 64;
 
-/// How many opened partitions [`LogManager::load_partitions`] hands on at a time, and
-/// how long the first of a batch waits for the others at most.
+/// How many opened partitions [`LogManager::load_partitions`] hands on at a time.
 const LOADED_BATCH: usize = 256;
+/// How long the first partition of a batch waits for the others at most.
 const LOADED_BATCH_WAIT: Duration = Duration::from_millis(50);
 
 /// The partitions start-up found and has yet to open.

@@ -411,7 +411,7 @@ async fn run_fetcher(
                 let key = (p.topic.clone(), p.index);
                 if let Err(reason) = apply_fetched(p, at, data) {
                     let partition = format!("{}-{}", p.topic, p.index);
-                    let message = "replica fetch of a partition failed; retrying after replica.fetch.backoff.ms";
+                    let message = "replica fetch of a partition failed; retrying after a backoff (20 ms doubling while the leadership moves, else replica.fetch.backoff.ms)";
                     if leadership_moving(code) {
                         tracing::debug!(%partition, source = source.0, %reason, message);
                     } else {
