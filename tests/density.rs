@@ -190,6 +190,12 @@ fn two_thousand_partitions_of_two_segments_live_within_a_1600_descriptor_limit()
         stderr.contains("logs closed") && stderr.contains("closed=2000 syncfs=true clean=true"),
         "every partition had something to write at shutdown:\n{stderr}"
     );
+    let record = std::fs::metadata(broker.log_dir().join(".strom_cleanshutdown")).unwrap();
+    assert!(
+        record.len() > 2000 * 20,
+        "the clean-shutdown record names every partition closed ({} bytes)",
+        record.len()
+    );
     broker.restart();
     assert_descriptors_bounded(&broker, "after a clean restart");
     assert_all_records(&bootstrap, 3);

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::ResponseError;
 use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
-use strom_log::{FileCache, LogConfig, LogError, PartitionLog};
+use strom_log::{CleanShutdown, ClosedLog, FileCache, LogConfig, LogError, PartitionLog};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
@@ -105,6 +105,8 @@ struct PartitionToLoad {
     index: i32,
     dir: PathBuf,
     config: LogConfig,
+    /// What the last (clean) shutdown recorded of this log, if it closed it.
+    closed: Option<ClosedLog>,
 }
 
 /// Owner of all topics and partition logs of this broker.
@@ -135,7 +137,7 @@ pub struct LogManager {
     loading: Mutex<bool>,
     loaded: Condvar,
     /// Set when shutdown begins: loading stops opening partitions.
-    closing: AtomicBool,
+    closing: Arc<AtomicBool>,
     /// The last shutdown was not clean and start-up has not yet recovered every
     /// partition, so this shutdown must not be marked clean.
     unrecovered: AtomicBool,
@@ -152,10 +154,23 @@ impl LogManager {
             recovery_threads * config.log_dirs.len(),
         ))?;
         let mut clean = true;
+        let mut closed = HashMap::new();
         for dir in &config.log_dirs {
             fs::create_dir_all(dir)?;
-            let marker = dir.join(CLEAN_SHUTDOWN_MARKER);
-            let had_marker = marker.exists();
+            let record = match CleanShutdown::read(&dir.join(CLEAN_SHUTDOWN_MARKER)) {
+                Err(e @ LogError::CorruptFile { .. }) => {
+                    tracing::warn!(error = %e, "ignoring a torn clean-shutdown record: recovering as after a crash");
+                    None
+                }
+                record => record?,
+            };
+            let had_marker = record.is_some();
+            closed.extend(
+                record
+                    .into_iter()
+                    .flat_map(|r| r.logs)
+                    .map(|(name, log)| (dir.join(name), log)),
+            );
             let has_data = fs::read_dir(dir)?.any(|e| {
                 e.is_ok_and(|e| {
                     e.file_name() != CLEAN_SHUTDOWN_MARKER
@@ -196,7 +211,7 @@ impl LogManager {
             pending: Mutex::new(None),
             loading: Mutex::new(false),
             loaded: Condvar::new(),
-            closing: AtomicBool::new(false),
+            closing: Arc::new(AtomicBool::new(false)),
             unrecovered: AtomicBool::new(!clean),
         };
         if !clean {
@@ -217,6 +232,7 @@ impl LogManager {
                 to_load.push(PartitionToLoad {
                     topic: name.clone(),
                     index,
+                    closed: if clean { closed.remove(&dir) } else { None },
                     dir,
                     config: log_config.clone(),
                 });
@@ -301,6 +317,50 @@ impl LogManager {
             elapsed_ms = started.elapsed().as_millis() as u64,
             "logs loaded"
         );
+        let recorded: Vec<Arc<Partition>> = partitions
+            .iter()
+            .filter(|p| p.closed.is_some())
+            .filter_map(|p| {
+                self.topic(&p.topic)?
+                    .partitions
+                    .read()
+                    .get(&p.index)
+                    .cloned()
+            })
+            .filter(|p| p.offline_reason().is_none())
+            .collect();
+        if !recorded.is_empty() {
+            self.catch_up_checkpoints(recorded);
+        }
+    }
+
+    /// Writes the own checkpoint and producer snapshot of every partition opened from the
+    /// clean-shutdown record, on a thread of its own while the broker serves: until then a
+    /// crash would recover those partitions from their older checkpoints. Stops when the
+    /// broker does (the next shutdown records whatever is left).
+    fn catch_up_checkpoints(&self, partitions: Vec<Arc<Partition>>) {
+        let closing = self.closing.clone();
+        let spawned = std::thread::Builder::new()
+            .name("strom-checkpoints".to_string())
+            .spawn(move || {
+                let started = Instant::now();
+                for p in &partitions {
+                    if closing.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    if let Err(e) = p.try_with_log(PartitionLog::catch_up_checkpoint) {
+                        tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "could not write the partition's checkpoint");
+                    }
+                }
+                tracing::info!(
+                    partitions = partitions.len(),
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "checkpoints caught up with the clean-shutdown record"
+                );
+            });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "could not start the checkpoint thread: a crash before the next shutdown recovers from older checkpoints");
+        }
     }
 
     /// Makes [`Self::load_partitions`] stop opening partitions: the broker is stopping.
@@ -348,7 +408,17 @@ impl LogManager {
     /// Opens one partition's log, or makes it offline with a log line naming the reason
     /// (for a damaged segment, the file and what is wrong with it).
     fn load_partition(&self, p: &PartitionToLoad, clean: bool, now: i64) -> Arc<Partition> {
-        match PartitionLog::open(&p.dir, p.config.clone(), &self.files, clean, now) {
+        let opened = match &p.closed {
+            Some(closed) => PartitionLog::open_closed(
+                &p.dir,
+                p.config.clone(),
+                &self.files,
+                closed.clone(),
+                now,
+            ),
+            None => PartitionLog::open(&p.dir, p.config.clone(), &self.files, clean, now),
+        };
+        match opened {
             Ok(log) => Arc::new(Partition::new(
                 &p.topic,
                 p.index,
@@ -763,13 +833,15 @@ impl LogManager {
         }
     }
 
-    /// Closes every log (flush, producer snapshot) and marks the shutdown clean, unless
-    /// start-up after an unclean shutdown had not recovered every partition yet.
+    /// Closes every log and writes the clean-shutdown record, unless start-up after an
+    /// unclean shutdown had not recovered every partition yet.
     ///
     /// Only partitions with something to write are touched, `num.recovery.threads.per.data.dir`
-    /// at a time per log dir. A few are fsynced file by file; many are written without
-    /// fsync and made durable by one `syncfs` per log dir before their checkpoints move
-    /// (and once more before the clean-shutdown marker), instead of four fsyncs each.
+    /// at a time per log dir. A few are closed file by file (fsync, checkpoint, producer
+    /// snapshot). Many have their pending index entries written without fsync and are made
+    /// durable by one `syncfs` per log dir; their log end offsets and producer states then
+    /// go into the record (one file per log dir) instead of a checkpoint and a snapshot
+    /// each.
     pub fn shutdown(&self) -> Result<(), BrokerError> {
         self.stop_loading();
         let _admin = self.admin();
@@ -792,19 +864,27 @@ impl LogManager {
             .collect::<Result<Vec<()>, LogError>>()
         };
         let syncfs = dirty.len() > FSYNC_EACH_UP_TO;
+        let mut closed = Vec::new();
+        let mut sync_ms = 0;
         if syncfs {
             on_each(&|log| log.close_before_sync())?;
+            let synced = Instant::now();
             self.sync_log_dirs()?;
-            on_each(&|log| log.close_after_sync(now))?;
-            self.sync_log_dirs()?;
+            sync_ms = synced.elapsed().as_millis() as u64;
+            for p in &dirty {
+                closed.push((p, p.with_log(|log| log.close_after_sync(now))?));
+            }
         } else {
             on_each(&|log| log.close(now))?;
         }
         let clean = !self.unrecovered.load(Ordering::Relaxed);
         if clean {
             for dir in &self.dirs {
-                File::create(dir.join(CLEAN_SHUTDOWN_MARKER))?.sync_all()?;
-                File::open(dir)?.sync_all()?;
+                let in_dir = closed.iter().filter(|(p, _)| p.dir().parent() == Some(dir));
+                CleanShutdown::write(
+                    &dir.join(CLEAN_SHUTDOWN_MARKER),
+                    in_dir.filter_map(|(p, log)| Some((p.dir().file_name()?.to_str()?, log))),
+                )?;
             }
         } else {
             tracing::warn!("start-up stopped before every partition was recovered: the next start recovers them");
@@ -814,6 +894,7 @@ impl LogManager {
             closed = dirty.len(),
             syncfs,
             clean,
+            sync_ms,
             elapsed_ms = started.elapsed().as_millis() as u64,
             "logs closed"
         );

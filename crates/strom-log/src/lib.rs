@@ -8,6 +8,7 @@
 //! See `docs/storage.md` for the on-disk format.
 
 pub mod checkpoint;
+pub mod clean_shutdown;
 pub mod config;
 pub mod error;
 pub mod file_cache;
@@ -20,6 +21,7 @@ pub mod segment;
 pub mod time_index;
 pub mod validator;
 
+pub use clean_shutdown::{CleanShutdown, ClosedLog};
 pub use config::LogConfig;
 pub use error::LogError;
 pub use file_cache::FileCache;

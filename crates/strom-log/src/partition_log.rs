@@ -17,6 +17,7 @@ use strom_wire::batch::verify_crc;
 use strom_wire::{RecordBatchHeader, RecordBatches};
 
 use crate::checkpoint::{CheckpointFile, PartitionCheckpoint};
+use crate::clean_shutdown::ClosedLog;
 use crate::file_cache::FileCache;
 use crate::leader_epoch_cache::{EpochEntry, LeaderEpochCache};
 use crate::producer_state::SequenceCheck;
@@ -90,6 +91,31 @@ impl PartitionLog {
         clean_shutdown: bool,
         now_ms: i64,
     ) -> Result<Self, LogError> {
+        Self::open_with(dir, config, files, clean_shutdown, None, now_ms)
+    }
+
+    /// Opens a log the last (clean) shutdown closed and named in its record: the end of
+    /// the active segment and the producer state come from `closed`, so nothing of the
+    /// log is read. If the segments disagree with the record, the state is loaded from
+    /// the partition's own files instead, with a warning.
+    pub fn open_closed(
+        dir: &Path,
+        config: LogConfig,
+        files: &Arc<FileCache>,
+        closed: ClosedLog,
+        now_ms: i64,
+    ) -> Result<Self, LogError> {
+        Self::open_with(dir, config, files, true, Some(closed), now_ms)
+    }
+
+    fn open_with(
+        dir: &Path,
+        config: LogConfig,
+        files: &Arc<FileCache>,
+        clean_shutdown: bool,
+        closed: Option<ClosedLog>,
+        now_ms: i64,
+    ) -> Result<Self, LogError> {
         let listing = match fs::read_dir(dir) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 fs::create_dir_all(dir)?;
@@ -142,9 +168,12 @@ impl PartitionLog {
                     recovery_point: checkpoint.recovery_point,
                 }
             } else {
-                // A clean close leaves the recovery point at the log end offset.
-                let known_end = next_base.or(stored_checkpoint
-                    .map(|c| c.recovery_point)
+                // A clean close leaves the log end offset in the record or, for a log
+                // it did not name, as the checkpoint's recovery point.
+                let known_end = next_base.or(closed
+                    .as_ref()
+                    .map(|c| c.log_end_offset)
+                    .or(stored_checkpoint.map(|c| c.recovery_point))
                     .filter(|&rp| rp >= base));
                 OpenMode::Trusted {
                     next_offset: known_end,
@@ -185,7 +214,18 @@ impl PartitionLog {
             unflushed_records: 0,
             last_flush_ms: now_ms,
         };
-        log.load_producer_state()?;
+        match closed {
+            Some(c) if c.log_end_offset == log.log_end_offset() => {
+                log.delete_snapshots(|offset| offset > c.log_end_offset)?;
+                log.producer_state = c.producer_state;
+                log.snapshot_offset = log.snapshots.last().copied();
+            }
+            Some(c) => {
+                tracing::warn!(dir = %dir.display(), recorded_end = c.log_end_offset, log_end = log.log_end_offset(), "the clean-shutdown record does not match the log: loading producer state from its snapshots");
+                log.load_producer_state()?;
+            }
+            None => log.load_producer_state()?,
+        }
         log.recovery_point = if clean_shutdown {
             log.log_end_offset()
         } else {
@@ -809,8 +849,8 @@ impl PartitionLog {
         if self.recovery_point != self.checkpointed_recovery_point {
             self.write_checkpoint()?;
         }
-        // A `syncfs` close leaves the older snapshots for later (an unlink each would
-        // lengthen shutdown); the first flush after start-up removes them.
+        // A roll recycles only the newest older snapshot; any older ones (left by a
+        // crash, or by an earlier version's shutdown) go here.
         if let Some(current) = self.snapshot_offset {
             self.delete_snapshots(|offset| offset < current)?;
         }
@@ -838,7 +878,7 @@ impl PartitionLog {
     /// with nothing appended since it was opened or last closed costs no system call.
     pub fn close(&mut self, now_ms: i64) -> Result<(), LogError> {
         self.flush(now_ms)?;
-        self.write_close_snapshot(true)
+        self.write_close_snapshot()
     }
 
     /// Whether [`Self::close`] has anything to write.
@@ -851,7 +891,8 @@ impl PartitionLog {
     /// First half of a close whose durability the caller provides with one `syncfs` per
     /// log dir instead of an fsync per file: writes the pending index entries, without
     /// fsync. The caller then syncs the file system and calls
-    /// [`Self::close_after_sync`], so the checkpoint never claims data that is not durable.
+    /// [`Self::close_after_sync`], so the clean-shutdown record never claims data that is
+    /// not durable.
     pub fn close_before_sync(&mut self) -> Result<(), LogError> {
         let from = self.recovery_point;
         for segment in self
@@ -865,31 +906,46 @@ impl PartitionLog {
     }
 
     /// Second half of a `syncfs` close: the data is durable, so the recovery point moves
-    /// to the log end; the checkpoint and producer snapshot are written without fsync
-    /// (the caller syncs the file system again before writing the clean-shutdown marker).
-    pub fn close_after_sync(&mut self, now_ms: i64) -> Result<(), LogError> {
+    /// to the log end. Nothing is written: the caller keeps what is returned in the
+    /// clean-shutdown record, which the next start reads instead of this log's
+    /// checkpoint and snapshot (left as they were, still true for a crash after it).
+    pub fn close_after_sync(&mut self, now_ms: i64) -> ClosedLog {
         for segment in self.segments.values_mut() {
             segment.mark_synced();
         }
         self.recovery_point = self.log_end_offset();
         self.unflushed_records = 0;
         self.last_flush_ms = now_ms;
-        if self.recovery_point != self.checkpointed_recovery_point {
-            self.write_checkpoint_with(false)?;
+        ClosedLog {
+            log_end_offset: self.recovery_point,
+            producer_state: self.producer_state.clone(),
         }
-        self.write_close_snapshot(false)
     }
 
-    fn write_close_snapshot(&mut self, sync: bool) -> Result<(), LogError> {
+    /// Brings this log's own checkpoint and producer snapshot up to its recovery point,
+    /// without fsync. A log opened from a clean-shutdown record left them as they were,
+    /// and a crash after that start would recover and replay from them. The checkpoint
+    /// claims only the recovery point, whose data is durable; a snapshot torn by a crash
+    /// fails its CRC and is replayed around. So neither needs an fsync, and a start from
+    /// the record can do this in the background.
+    pub fn catch_up_checkpoint(&mut self) -> Result<(), LogError> {
+        if self.checkpointed_recovery_point != self.recovery_point {
+            self.write_checkpoint_with(false)?;
+        }
+        let end = self.log_end_offset();
+        if end == self.recovery_point && self.snapshot_offset != Some(end) {
+            self.take_snapshot(end, false)?;
+        }
+        Ok(())
+    }
+
+    fn write_close_snapshot(&mut self) -> Result<(), LogError> {
         let end = self.log_end_offset();
         if self.snapshot_offset == Some(end) {
             return Ok(());
         }
-        self.take_snapshot(end, sync)?;
-        if sync {
-            self.delete_snapshots(|offset| offset != end)?;
-        }
-        Ok(())
+        self.take_snapshot(end, true)?;
+        self.delete_snapshots(|offset| offset != end)
     }
 
     /// Writes the producer state at `offset`, into the file of the newest older snapshot

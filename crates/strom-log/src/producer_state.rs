@@ -184,23 +184,10 @@ impl ProducerStateManager {
         self.producers.is_empty()
     }
 
-    /// Writes a snapshot taken at `offset` (the log end offset it reflects) into `dir`;
-    /// with `sync` false the caller makes it durable (`syncfs` at shutdown).
-    ///
-    /// With `recycle`, the snapshot file taken at that older offset (one the caller is
-    /// about to delete) is renamed to the temporary name and overwritten, instead of a
-    /// new file being created: at 13,300 partitions a shutdown otherwise allocates an
-    /// inode per partition, and on ext4 without a journal each allocation scans for
-    /// recently deleted inodes. The older snapshot is gone from the moment of the rename,
-    /// which after a crash costs only a longer replay; the new one is named only once it
-    /// is whole, as before.
-    pub fn write_snapshot(
-        &self,
-        dir: &Path,
-        offset: i64,
-        sync: bool,
-        recycle: Option<i64>,
-    ) -> Result<(), LogError> {
+    /// The state as a snapshot's bytes (version, producers, CRC32C), as
+    /// [`Self::decode`] reads them: the `.snapshot` files and the entries of a clean
+    /// shutdown's record hold the same bytes.
+    pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
         out.extend_from_slice(&SNAPSHOT_VERSION.to_be_bytes());
         out.extend_from_slice(&(self.producers.len() as u32).to_be_bytes());
@@ -218,6 +205,27 @@ impl ProducerStateManager {
         }
         let crc = crc32c::crc32c(&out);
         out.extend_from_slice(&crc.to_be_bytes());
+        out
+    }
+
+    /// Writes a snapshot taken at `offset` (the log end offset it reflects) into `dir`;
+    /// with `sync` false the caller makes it durable (`syncfs` at shutdown).
+    ///
+    /// With `recycle`, the snapshot file taken at that older offset (one the caller is
+    /// about to delete) is renamed to the temporary name and overwritten, instead of a
+    /// new file being created: at 13,300 partitions a shutdown otherwise allocates an
+    /// inode per partition, and on ext4 without a journal each allocation scans for
+    /// recently deleted inodes. The older snapshot is gone from the moment of the rename,
+    /// which after a crash costs only a longer replay; the new one is named only once it
+    /// is whole, as before.
+    pub fn write_snapshot(
+        &self,
+        dir: &Path,
+        offset: i64,
+        sync: bool,
+        recycle: Option<i64>,
+    ) -> Result<(), LogError> {
+        let out = self.encode();
         let path = dir.join(offset_file_name(offset, "snapshot"));
         let tmp = path.with_extension("snapshot.tmp");
         let recycled = match recycle {
@@ -257,7 +265,7 @@ impl ProducerStateManager {
         offsets.sort_unstable_by(|a, b| b.cmp(a));
         for offset in offsets.into_iter().filter(|o| *o <= max_offset) {
             let bytes = fs::read(dir.join(offset_file_name(offset, "snapshot")))?;
-            if let Some(state) = Self::decode_snapshot(&bytes) {
+            if let Some(state) = Self::decode(&bytes) {
                 return Ok((state, offset));
             }
             tracing::warn!(offset, dir = %dir.display(), "ignoring corrupt producer snapshot");
@@ -273,7 +281,9 @@ impl ProducerStateManager {
         }
     }
 
-    fn decode_snapshot(bytes: &[u8]) -> Option<Self> {
+    /// Reads [`Self::encode`]'s bytes; `None` if they are torn, corrupt or of another
+    /// version.
+    pub fn decode(bytes: &[u8]) -> Option<Self> {
         let (body, crc) = bytes.split_at(bytes.len().checked_sub(4)?);
         if crc32c::crc32c(body).to_be_bytes() != crc {
             return None;
