@@ -187,10 +187,10 @@ fn two_thousand_partitions_of_two_segments_live_within_a_1600_descriptor_limit()
     assert!(broker.terminate().success(), "SIGTERM exits cleanly");
     let stderr = without_colours(&broker.stderr());
     assert!(
-        stderr.contains("logs closed") && stderr.contains("closed=2000 syncfs=true clean=true"),
+        stderr.contains("logs closed") && stderr.contains("closed=2000 syncfs=true recorded=2000"),
         "every partition had something to write at shutdown:\n{stderr}"
     );
-    let record = std::fs::metadata(broker.log_dir().join(".strom_cleanshutdown")).unwrap();
+    let record = std::fs::metadata(broker.log_dir().join(".strom_clean_shutdown_record")).unwrap();
     assert!(
         record.len() > 2000 * 20,
         "the clean-shutdown record names every partition closed ({} bytes)",
@@ -456,10 +456,7 @@ fn a_standalone_broker_serves_each_partition_as_soon_as_its_log_is_open() {
         .log_dir()
         .join(format!("{TOPIC}-{HELD}"))
         .join("00000000000000000000.index");
-    std::fs::remove_file(&index).unwrap();
-    let fifo = std::ffi::CString::new(index.to_str().unwrap()).unwrap();
-    // SAFETY: mkfifo reads a NUL-terminated path we own.
-    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    hold_open(&index);
 
     let ready = broker.restart_unready();
     wait_listening(&bootstrap);
@@ -486,43 +483,83 @@ fn a_standalone_broker_serves_each_partition_as_soon_as_its_log_is_open() {
         "no ready line while partitions are still being opened"
     );
 
-    // SIGTERM, then release the held open: one byte (a torn index, which recovery
-    // rebuilds), with a regular file in the FIFO's place for the rebuilt index before the
-    // byte's end is read.
     broker.signal_terminate();
-    let mut writer = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&index)
-        .unwrap();
-    std::io::Write::write_all(&mut writer, b"x").unwrap();
-    let replacement = index.with_extension("replacement");
-    std::fs::File::create(&replacement).unwrap();
-    std::fs::rename(&replacement, &index).unwrap();
-    drop(writer);
+    release(&index);
     assert!(
         broker.wait_exit().success(),
         "SIGTERM while loading exits 0"
     );
     let stderr = without_colours(&broker.stderr());
     assert!(
-        stderr.contains("loaded=4") && stderr.contains("the next start recovers them"),
-        "loading stopped after the held partition, the shutdown not marked clean:\n{stderr}"
+        stderr.contains("loaded=4") && stderr.contains("recorded=4"),
+        "loading stopped after the held partition; the record names only the partitions opened:\n{stderr}"
     );
 
+    let assert_all_served = |broker: &mut StromBroker| {
+        assert_eq!(
+            leaders(&mut Conn::connect(&bootstrap), TOPIC),
+            vec![(1, 0); 6]
+        );
+        for p in 0..6 {
+            assert_eq!(read_partition(&bootstrap, TOPIC, p, 10), all_records(p));
+        }
+        assert!(broker.terminate().success());
+        without_colours(&broker.stderr())
+    };
     broker.restart();
-    assert_eq!(
-        leaders(&mut Conn::connect(&bootstrap), TOPIC),
-        vec![(1, 0); 6]
+    let stderr = assert_all_served(&mut broker);
+    assert!(
+        stderr.contains("from_record=4") && stderr.contains("recorded=6"),
+        "the partitions the record did not name were recovered, and all six are recorded now:\n{stderr}"
     );
-    for p in [HELD, 5] {
-        assert_eq!(read_partition(&bootstrap, TOPIC, p, 10), all_records(p));
-    }
-    assert!(broker.terminate().success());
+
+    // The same interruption of a start from a record: the held partition's active segment
+    // grew after the record (a torn write appended), so it is recovered, and held there.
+    let log = index.with_extension("log");
+    let mut appended = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    std::io::Write::write_all(&mut appended, b"torn").unwrap();
+    hold_open(&index);
+    let _ready = broker.restart_unready();
+    wait_listening(&bootstrap);
+    let mut conn = Conn::connect(&bootstrap);
+    assert!(
+        wait_until(TIMEOUT, || leaders(&mut conn, TOPIC) == expected),
+        "partitions 0-2 led, 3-5 LEADER_NOT_AVAILABLE: {:?}",
+        leaders(&mut conn, TOPIC)
+    );
+    broker.signal_terminate();
+    release(&index);
+    assert!(broker.wait_exit().success());
     let stderr = without_colours(&broker.stderr());
     assert!(
-        stderr.contains("previous shutdown was not clean"),
-        "the start after the interrupted loading recovered:\n{stderr}"
+        stderr.contains("the active segment changed after the clean shutdown recorded it")
+            && stderr.contains("loaded=4")
+            && stderr.contains("recorded=6"),
+        "the partitions not opened keep what the record said of them:\n{stderr}"
     );
+    broker.restart();
+    let stderr = assert_all_served(&mut broker);
+    assert!(stderr.contains("from_record=6"), "{stderr}");
+}
+
+/// Puts a FIFO in place of `index`, so the next `open` of it blocks until [`release`].
+fn hold_open(index: &std::path::Path) {
+    std::fs::remove_file(index).unwrap();
+    let fifo = std::ffi::CString::new(index.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo reads a NUL-terminated path we own.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+}
+
+/// Releases the open [`hold_open`] holds: one byte (a torn index, which recovery
+/// rebuilds), with a regular file in the FIFO's place for the rebuilt index before the
+/// byte's end is read.
+fn release(index: &std::path::Path) {
+    let mut writer = std::fs::OpenOptions::new().write(true).open(index).unwrap();
+    std::io::Write::write_all(&mut writer, b"x").unwrap();
+    let replacement = index.with_extension("replacement");
+    std::fs::File::create(&replacement).unwrap();
+    std::fs::rename(&replacement, index).unwrap();
+    drop(writer);
 }
 
 /// Waits until `bootstrap` accepts connections.

@@ -2,7 +2,7 @@
 //!
 //! It decides where partitions live (`<log dir>/<topic>-<partition>`, spread over
 //! `log.dirs`), persists topic metadata under `<first log dir>/__strom_metadata/`, tells
-//! the logs whether the last shutdown was clean (the `.strom_cleanshutdown` marker), and
+//! the logs what the last shutdown left them (the clean-shutdown record), and
 //! runs retention and time-based flushing.
 //!
 //! Density (thousands of partitions per broker): every segment file is opened through one
@@ -32,7 +32,12 @@ use crate::topic::{validate_topic_name, Topic, TopicRecord};
 use crate::{log_dir_workers, now_ms, open_files_limit, topic_config};
 use crate::{ApiError, BrokerConfig, BrokerError};
 
-const CLEAN_SHUTDOWN_MARKER: &str = ".strom_cleanshutdown";
+/// The clean-shutdown record of a log dir (`strom_log::clean_shutdown`).
+const CLEAN_SHUTDOWN_RECORD: &str = ".strom_clean_shutdown_record";
+/// The empty clean-shutdown marker earlier versions wrote: every partition of the log dir
+/// was closed with its own checkpoint and snapshot. A new name for the record keeps an
+/// earlier version from taking the record for that marker.
+const LEGACY_CLEAN_SHUTDOWN_MARKER: &str = ".strom_cleanshutdown";
 const METADATA_DIR: &str = "__strom_metadata";
 const META_PROPERTIES: &str = "meta.properties";
 /// The metadata log's directory (`__cluster_metadata-0`), which is not a partition of
@@ -51,8 +56,6 @@ const LOADED_BATCH_WAIT: Duration = Duration::from_millis(50);
 #[derive(Debug)]
 struct PendingLoad {
     partitions: Vec<PartitionToLoad>,
-    /// Whether the last shutdown was clean (nothing above the recovery points to check).
-    clean: bool,
 }
 
 /// Lets topic changes through once loading ends, however it ends (a panic included).
@@ -105,8 +108,9 @@ struct PartitionToLoad {
     index: i32,
     dir: PathBuf,
     config: LogConfig,
-    /// What the last (clean) shutdown recorded of this log, if it closed it.
-    closed: Option<ClosedLog>,
+    /// Whether its log dir holds an earlier version's clean-shutdown marker (or no data
+    /// at all): the log may be opened as closed cleanly without a record of it.
+    clean: bool,
 }
 
 /// Owner of all topics and partition logs of this broker.
@@ -119,7 +123,7 @@ pub struct LogManager {
     cluster_id: String,
     topics: RwLock<HashMap<String, Arc<Topic>>>,
     /// Serializes topic creation, deletion and alteration, which touch files and the map.
-    admin: Mutex<()>,
+    admin: Arc<Mutex<()>>,
     /// The open segment files of every partition (`log.open.files.max`).
     files: Arc<FileCache>,
     recovery_threads: usize,
@@ -138,9 +142,9 @@ pub struct LogManager {
     loaded: Condvar,
     /// Set when shutdown begins: loading stops opening partitions.
     closing: Arc<AtomicBool>,
-    /// The last shutdown was not clean and start-up has not yet recovered every
-    /// partition, so this shutdown must not be marked clean.
-    unrecovered: AtomicBool,
+    /// What the clean-shutdown record says of the partitions start-up has not opened
+    /// yet: taken by each as it opens, and written back by a shutdown that comes first.
+    unopened: Mutex<HashMap<PathBuf, ClosedLog>>,
 }
 
 impl LogManager {
@@ -153,35 +157,41 @@ impl LogManager {
             config.log_open_files_max,
             recovery_threads * config.log_dirs.len(),
         ))?;
-        let mut clean = true;
-        let mut closed = HashMap::new();
+        let mut recorded = HashMap::new();
+        let mut clean_dirs = Vec::new();
         for dir in &config.log_dirs {
             fs::create_dir_all(dir)?;
-            let record = match CleanShutdown::read(&dir.join(CLEAN_SHUTDOWN_MARKER)) {
+            let record = match CleanShutdown::read(&dir.join(CLEAN_SHUTDOWN_RECORD)) {
                 Err(e @ LogError::CorruptFile { .. }) => {
-                    tracing::warn!(error = %e, "ignoring a torn clean-shutdown record: recovering as after a crash");
+                    tracing::warn!(error = %e, "ignoring a torn clean-shutdown record");
                     None
                 }
                 record => record?,
             };
-            let had_marker = record.is_some();
-            closed.extend(
-                record
-                    .into_iter()
-                    .flat_map(|r| r.logs)
-                    .map(|(name, log)| (dir.join(name), log)),
-            );
             let has_data = fs::read_dir(dir)?.any(|e| {
                 e.is_ok_and(|e| {
-                    e.file_name() != CLEAN_SHUTDOWN_MARKER
-                        && e.file_name() != META_PROPERTIES
-                        && !e
-                            .file_name()
-                            .to_string_lossy()
-                            .starts_with(METADATA_LOG_PREFIX)
+                    let name = e.file_name();
+                    let name = name.to_string_lossy();
+                    !name.starts_with(CLEAN_SHUTDOWN_RECORD)
+                        && name != LEGACY_CLEAN_SHUTDOWN_MARKER
+                        && name != META_PROPERTIES
+                        && !name.starts_with(METADATA_LOG_PREFIX)
                 })
             });
-            clean &= had_marker || !has_data;
+            match record {
+                Some(record) => recorded.extend(
+                    record
+                        .logs
+                        .into_iter()
+                        .map(|(name, log)| (dir.join(name), log)),
+                ),
+                None if !has_data || dir.join(LEGACY_CLEAN_SHUTDOWN_MARKER).exists() => {
+                    clean_dirs.push(dir.clone());
+                }
+                None => {
+                    tracing::warn!(dir = %dir.display(), "previous shutdown was not clean: recovering unflushed segment tails")
+                }
+            }
         }
         let mut identity_dirs = config.log_dirs.clone();
         identity_dirs.extend(
@@ -201,7 +211,7 @@ impl LogManager {
             defaults: RwLock::new(defaults),
             cluster_id,
             topics: RwLock::new(HashMap::new()),
-            admin: Mutex::new(()),
+            admin: Arc::new(Mutex::new(())),
             files: FileCache::new(config.log_open_files_max),
             recovery_threads,
             max_partitions_per_request: config.max_partitions_per_request,
@@ -212,11 +222,8 @@ impl LogManager {
             loading: Mutex::new(false),
             loaded: Condvar::new(),
             closing: Arc::new(AtomicBool::new(false)),
-            unrecovered: AtomicBool::new(!clean),
+            unopened: Mutex::new(HashMap::new()),
         };
-        if !clean {
-            tracing::warn!("previous shutdown was not clean: recovering unflushed segment tails");
-        }
         let records = TopicRecord::read_all(&manager.metadata_dir())?;
         let existing = manager.list_log_dirs()?;
         let mut to_load = Vec::new();
@@ -232,7 +239,7 @@ impl LogManager {
                 to_load.push(PartitionToLoad {
                     topic: name.clone(),
                     index,
-                    closed: if clean { closed.remove(&dir) } else { None },
+                    clean: clean_dirs.iter().any(|d| dir.starts_with(d)),
                     dir,
                     config: log_config.clone(),
                 });
@@ -246,18 +253,27 @@ impl LogManager {
             manager.topics.write().insert(name, Arc::new(topic));
         }
         manager.remove_orphaned_partition_dirs(&existing, &to_load)?;
+        *manager.unopened.lock() = to_load
+            .iter()
+            .filter_map(|p| Some((p.dir.clone(), recorded.remove(&p.dir)?)))
+            .collect();
         // From here on a partition can be written as soon as it is open, so a crash must
-        // not find the marker of the previous clean shutdown: the next start recovers.
+        // not find the record of the previous clean shutdown: the next start recovers.
         for dir in &manager.dirs {
-            match fs::remove_file(dir.join(CLEAN_SHUTDOWN_MARKER)) {
-                Ok(()) => File::open(dir)?.sync_all()?,
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
-                Err(_) => {}
+            let mut removed = false;
+            for name in [CLEAN_SHUTDOWN_RECORD, LEGACY_CLEAN_SHUTDOWN_MARKER] {
+                match fs::remove_file(dir.join(name)) {
+                    Ok(()) => removed = true,
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+                    Err(_) => {}
+                }
+            }
+            if removed {
+                File::open(dir)?.sync_all()?;
             }
         }
         *manager.pending.lock() = Some(PendingLoad {
             partitions: to_load,
-            clean,
         });
         *manager.loading.lock() = true;
         Ok(manager)
@@ -271,13 +287,14 @@ impl LogManager {
     /// called. Topic changes wait until it returns.
     pub fn load_partitions(&self, on_loaded: impl Fn(&[Arc<Partition>]) + Sync) {
         let _gate = OpensTopicChanges(self);
-        let Some(PendingLoad { partitions, clean }) = self.pending.lock().take() else {
+        let Some(PendingLoad { partitions }) = self.pending.lock().take() else {
             return;
         };
         let started = Instant::now();
         let now = now_ms();
         let (opened, to_hand_on) = mpsc::channel();
         let on_loaded = &on_loaded;
+        let from_record = Mutex::new(Vec::new());
         let outcomes = std::thread::scope(|scope| {
             scope.spawn(move || hand_on_in_batches(to_hand_on, on_loaded));
             let outcomes = log_dir_workers::run(
@@ -289,8 +306,11 @@ impl LogManager {
                     if self.closing.load(Ordering::Relaxed) {
                         return None;
                     }
-                    let partition = self.load_partition(p, clean, now);
+                    let (partition, recorded) = self.load_partition(p, now);
                     let online = partition.offline_reason().is_none();
+                    if online && recorded {
+                        from_record.lock().push(partition.clone());
+                    }
                     if let Some(topic) = self.topic(&p.topic) {
                         topic.partitions.write().insert(p.index, partition.clone());
                         let _ = opened.send(partition);
@@ -302,58 +322,53 @@ impl LogManager {
             outcomes
         });
         let loaded = outcomes.iter().flatten().count();
-        // A partition that could not be opened was not recovered either: until it is,
-        // no shutdown may be marked clean.
-        if outcomes.iter().all(|online| *online == Some(true)) {
-            self.unrecovered.store(false, Ordering::Relaxed);
-        }
+        let from_record = from_record.into_inner();
         tracing::info!(
             topics = self.topics.read().len(),
             partitions = partitions.len(),
             loaded,
             offline = outcomes.iter().flatten().filter(|online| !**online).count(),
-            clean,
+            from_record = from_record.len(),
             threads_per_dir = self.recovery_threads,
             elapsed_ms = started.elapsed().as_millis() as u64,
             "logs loaded"
         );
-        let recorded: Vec<Arc<Partition>> = partitions
-            .iter()
-            .filter(|p| p.closed.is_some())
-            .filter_map(|p| {
-                self.topic(&p.topic)?
-                    .partitions
-                    .read()
-                    .get(&p.index)
-                    .cloned()
-            })
-            .filter(|p| p.offline_reason().is_none())
-            .collect();
-        if !recorded.is_empty() {
-            self.catch_up_checkpoints(recorded);
+        if !from_record.is_empty() {
+            self.catch_up_checkpoints(from_record);
         }
     }
 
-    /// Writes the own checkpoint and producer snapshot of every partition opened from the
-    /// clean-shutdown record, on a thread of its own while the broker serves: until then a
-    /// crash would recover those partitions from their older checkpoints. Stops when the
-    /// broker does (the next shutdown records whatever is left).
+    /// Writes the own checkpoint and producer snapshot of the partitions opened from the
+    /// clean-shutdown record whose files were behind it, on a thread of its own while the
+    /// broker serves: until then a crash would recover them from their older checkpoints.
+    /// Each is written under the admin lock and skipped once deleted, so a topic deleted
+    /// (and perhaps re-created under its name) meanwhile is never written to. Stops when
+    /// the broker does: its shutdown records every partition anyway.
     fn catch_up_checkpoints(&self, partitions: Vec<Arc<Partition>>) {
         let closing = self.closing.clone();
+        let admin = self.admin.clone();
         let spawned = std::thread::Builder::new()
             .name("strom-checkpoints".to_string())
             .spawn(move || {
                 let started = Instant::now();
+                let mut written = 0;
                 for p in &partitions {
+                    let _admin = admin.lock();
                     if closing.load(Ordering::Relaxed) {
                         return;
                     }
-                    if let Err(e) = p.try_with_log(PartitionLog::catch_up_checkpoint) {
-                        tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "could not write the partition's checkpoint");
+                    if p.is_deleted() || !p.with_log(|log| log.needs_close()).unwrap_or(false) {
+                        continue;
+                    }
+                    match p.try_with_log(PartitionLog::catch_up_checkpoint) {
+                        Ok(()) => written += 1,
+                        Err(e) => {
+                            tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "could not write the partition's checkpoint")
+                        }
                     }
                 }
                 tracing::info!(
-                    partitions = partitions.len(),
+                    partitions = written,
                     elapsed_ms = started.elapsed().as_millis() as u64,
                     "checkpoints caught up with the clean-shutdown record"
                 );
@@ -405,20 +420,20 @@ impl LogManager {
             .collect()
     }
 
-    /// Opens one partition's log, or makes it offline with a log line naming the reason
-    /// (for a damaged segment, the file and what is wrong with it).
-    fn load_partition(&self, p: &PartitionToLoad, clean: bool, now: i64) -> Arc<Partition> {
-        let opened = match &p.closed {
-            Some(closed) => PartitionLog::open_closed(
-                &p.dir,
-                p.config.clone(),
-                &self.files,
-                closed.clone(),
-                now,
-            ),
-            None => PartitionLog::open(&p.dir, p.config.clone(), &self.files, clean, now),
+    /// Opens one partition's log — from the clean-shutdown record if it names it, as
+    /// closed cleanly if its log dir had an earlier version's marker, recovered
+    /// otherwise — or makes it offline with a log line naming the reason (for a damaged
+    /// segment, the file and what is wrong with it). Says whether the record named it.
+    fn load_partition(&self, p: &PartitionToLoad, now: i64) -> (Arc<Partition>, bool) {
+        let recorded = self.unopened.lock().remove(&p.dir);
+        let from_record = recorded.is_some();
+        let opened = match recorded {
+            Some(closed) => {
+                PartitionLog::open_closed(&p.dir, p.config.clone(), &self.files, closed, now)
+            }
+            None => PartitionLog::open(&p.dir, p.config.clone(), &self.files, p.clean, now),
         };
-        match opened {
+        let partition = match opened {
             Ok(log) => Arc::new(Partition::new(
                 &p.topic,
                 p.index,
@@ -435,7 +450,8 @@ impl LogManager {
                 );
                 Arc::new(Partition::offline(&p.topic, p.index, &p.dir, e.to_string()))
             }
-        }
+        };
+        (partition, from_record)
     }
 
     /// Removes partition directories no topic names (left by a creation that failed
@@ -833,67 +849,82 @@ impl LogManager {
         }
     }
 
-    /// Closes every log and writes the clean-shutdown record, unless start-up after an
-    /// unclean shutdown had not recovered every partition yet.
+    /// Closes every log and writes the clean-shutdown record of each log dir.
     ///
-    /// Only partitions with something to write are touched, `num.recovery.threads.per.data.dir`
-    /// at a time per log dir. A few are closed file by file (fsync, checkpoint, producer
-    /// snapshot). Many have their pending index entries written without fsync and are made
-    /// durable by one `syncfs` per log dir; their log end offsets and producer states then
-    /// go into the record (one file per log dir) instead of a checkpoint and a snapshot
-    /// each.
+    /// Every online partition is closed and sealed ([`PartitionLog::seal`]) under its log's
+    /// lock, `num.recovery.threads.per.data.dir` at a time per log dir. Those with
+    /// something to write are, when few, closed file by file (fsync, checkpoint, producer
+    /// snapshot); when more than [`FSYNC_EACH_UP_TO`], their pending index entries are
+    /// written without fsync and one `syncfs` per log dir makes everything durable. Then
+    /// the record names every sealed log — and every log start-up had not opened yet, as
+    /// the previous record described it — so the next start opens them without reading
+    /// their own checkpoints and snapshots. A partition that is offline, or fails its
+    /// close, is left out: the next start recovers it.
     pub fn shutdown(&self) -> Result<(), BrokerError> {
         self.stop_loading();
         let _admin = self.admin();
         let started = Instant::now();
         let now = now_ms();
-        let dirty: Vec<Arc<Partition>> = self
+        let online: Vec<Arc<Partition>> = self
             .all_partitions()
             .into_iter()
-            .filter(|p| p.with_log(|log| log.needs_close()).unwrap_or(false))
+            .filter(|p| p.offline_reason().is_none())
             .collect();
-        let on_each = |work: &(dyn Fn(&mut PartitionLog) -> Result<(), LogError> + Sync)| {
-            log_dir_workers::run(
-                &dirty,
-                &self.dirs,
-                self.recovery_threads,
-                |p| p.dir(),
-                |p| p.try_with_log(work),
-            )
-            .into_iter()
-            .collect::<Result<Vec<()>, LogError>>()
-        };
-        let syncfs = dirty.len() > FSYNC_EACH_UP_TO;
-        let mut closed = Vec::new();
+        let dirty = online
+            .iter()
+            .filter(|p| p.with_log(|log| log.needs_close()).unwrap_or(false))
+            .count();
+        let syncfs = dirty > FSYNC_EACH_UP_TO;
+        let sealed = log_dir_workers::run(
+            &online,
+            &self.dirs,
+            self.recovery_threads,
+            |p| p.dir(),
+            |p| {
+                p.try_with_log(|log| {
+                    if log.needs_close() {
+                        if syncfs {
+                            log.close_before_sync()?;
+                        } else {
+                            log.close(now)?;
+                        }
+                    }
+                    Ok(log.seal())
+                })
+                .inspect_err(|e| {
+                    tracing::error!(topic = %p.topic, partition = p.index, error = %e, "close failed: the next start recovers the partition");
+                })
+            },
+        );
         let mut sync_ms = 0;
         if syncfs {
-            on_each(&|log| log.close_before_sync())?;
             let synced = Instant::now();
             self.sync_log_dirs()?;
             sync_ms = synced.elapsed().as_millis() as u64;
-            for p in &dirty {
-                closed.push((p, p.with_log(|log| log.close_after_sync(now))?));
-            }
-        } else {
-            on_each(&|log| log.close(now))?;
         }
-        let clean = !self.unrecovered.load(Ordering::Relaxed);
-        if clean {
-            for dir in &self.dirs {
-                let in_dir = closed.iter().filter(|(p, _)| p.dir().parent() == Some(dir));
-                CleanShutdown::write(
-                    &dir.join(CLEAN_SHUTDOWN_MARKER),
-                    in_dir.filter_map(|(p, log)| Some((p.dir().file_name()?.to_str()?, log))),
-                )?;
-            }
-        } else {
-            tracing::warn!("start-up stopped before every partition was recovered: the next start recovers them");
+        let unopened = std::mem::take(&mut *self.unopened.lock());
+        let sealed: Vec<(&Path, ClosedLog)> = online
+            .iter()
+            .zip(sealed)
+            .filter_map(|(p, closed)| Some((p.dir(), closed.ok()?)))
+            .collect();
+        let mut recorded = 0;
+        for dir in &self.dirs {
+            let logs: Vec<(&str, &ClosedLog)> = sealed
+                .iter()
+                .map(|(path, log)| (*path, log))
+                .chain(unopened.iter().map(|(path, log)| (path.as_path(), log)))
+                .filter(|(path, _)| path.parent() == Some(dir.as_path()))
+                .filter_map(|(path, log)| Some((path.file_name()?.to_str()?, log)))
+                .collect();
+            recorded += logs.len();
+            CleanShutdown::write(&dir.join(CLEAN_SHUTDOWN_RECORD), logs)?;
         }
         tracing::info!(
             partitions = self.all_partitions().len(),
-            closed = dirty.len(),
+            closed = dirty,
             syncfs,
-            clean,
+            recorded,
             sync_ms,
             elapsed_ms = started.elapsed().as_millis() as u64,
             "logs closed"

@@ -39,6 +39,15 @@ pub struct LeaderEpochCache {
 }
 
 impl LeaderEpochCache {
+    /// The cache of the partition in `dir` as the clean-shutdown record holds it: the
+    /// file is written whenever the entries change, so it says the same and is not read.
+    pub fn recorded(dir: &Path, entries: Vec<EpochEntry>) -> Self {
+        Self {
+            path: dir.join(FILE_NAME),
+            entries,
+        }
+    }
+
     /// Reads the cache of the partition in `dir`; a missing file is an empty cache.
     pub fn load(dir: &Path) -> Result<Self, LogError> {
         let path = dir.join(FILE_NAME);

@@ -55,13 +55,15 @@ pub struct PartitionLog {
     segments: BTreeMap<i64, Segment>,
     log_start_offset: i64,
     recovery_point: i64,
-    /// The recovery point the checkpoint file holds, so an unchanged one is not rewritten.
-    checkpointed_recovery_point: i64,
-    /// Where the next checkpoint write goes (its slot and sequence).
-    checkpoint_file: CheckpointFile,
+    /// The recovery point the checkpoint file holds, so an unchanged one is not rewritten;
+    /// `None` if it may be behind (a log opened from the clean-shutdown record).
+    checkpointed_recovery_point: Option<i64>,
+    /// Where the next checkpoint write goes (its slot and sequence); `None` until the file
+    /// is first needed by a log opened from the record, which did not read it.
+    checkpoint_file: Option<CheckpointFile>,
     producer_state: ProducerStateManager,
     /// The offset of the producer snapshot on disk that reflects `producer_state`, so a
-    /// close with nothing appended since writes no snapshot.
+    /// close with nothing appended since writes no snapshot; `None` if none does.
     snapshot_offset: Option<i64>,
     /// Offsets of the `.snapshot` files in the directory, kept so that pruning them needs
     /// no directory listing.
@@ -72,18 +74,34 @@ pub struct PartitionLog {
     leader_epoch: i32,
     unflushed_records: i64,
     last_flush_ms: i64,
+    /// Set by the shutdown's close: the log then refuses every change, so what the
+    /// clean-shutdown record says of it stays true.
+    closed: bool,
+}
+
+/// What opening a log may trust.
+enum Start {
+    /// The last shutdown was clean and closed the log itself: its checkpoint's recovery
+    /// point is the log end and a snapshot there holds the producer state.
+    Clean,
+    /// The log may have been written after its last flush: recover above the recovery
+    /// point.
+    Unclean,
+    /// The last shutdown named the log in its clean-shutdown record.
+    Recorded(ClosedLog),
 }
 
 impl PartitionLog {
     /// Opens the partition in `dir`, creating it if it does not exist. Segment files are
     /// opened through `files`, the broker's bounded cache of open files.
     ///
-    /// After a clean shutdown nothing is read but the checkpoint and the producer snapshot:
-    /// segments are trusted and their indexes load on first use. After an unclean one, the
-    /// segments at or above the recovery point are read, their batches CRC-checked and a
-    /// torn or corrupt tail truncated; segments below it are trusted (and read lazily).
-    /// The recovery point is not advanced by recovery (that would cost an fsync per
-    /// partition at start-up): the recovered tail is checked again after another crash.
+    /// After a clean shutdown nothing is read but the checkpoint, the leader epochs and
+    /// the producer snapshot: segments are trusted and their indexes load on first use.
+    /// After an unclean one, the segments at or above the recovery point are read, their
+    /// batches CRC-checked and a torn or corrupt tail truncated; segments below it are
+    /// trusted (and read lazily). The recovery point is not advanced by recovery (that
+    /// would cost an fsync per partition at start-up): the recovered tail is checked again
+    /// after another crash.
     pub fn open(
         dir: &Path,
         config: LogConfig,
@@ -91,13 +109,18 @@ impl PartitionLog {
         clean_shutdown: bool,
         now_ms: i64,
     ) -> Result<Self, LogError> {
-        Self::open_with(dir, config, files, clean_shutdown, None, now_ms)
+        let start = if clean_shutdown {
+            Start::Clean
+        } else {
+            Start::Unclean
+        };
+        Self::open_with(dir, config, files, start, now_ms)
     }
 
-    /// Opens a log the last (clean) shutdown closed and named in its record: the end of
-    /// the active segment and the producer state come from `closed`, so nothing of the
-    /// log is read. If the segments disagree with the record, the state is loaded from
-    /// the partition's own files instead, with a warning.
+    /// Opens a log the last shutdown closed and named in its clean-shutdown record: the
+    /// log's offsets, leader epochs and producer state come from `closed`, so none of the
+    /// partition's own small files is read. If the active segment is not what the record
+    /// says (it changed after the close), the log is recovered as after a crash.
     pub fn open_closed(
         dir: &Path,
         config: LogConfig,
@@ -105,15 +128,14 @@ impl PartitionLog {
         closed: ClosedLog,
         now_ms: i64,
     ) -> Result<Self, LogError> {
-        Self::open_with(dir, config, files, true, Some(closed), now_ms)
+        Self::open_with(dir, config, files, Start::Recorded(closed), now_ms)
     }
 
     fn open_with(
         dir: &Path,
         config: LogConfig,
         files: &Arc<FileCache>,
-        clean_shutdown: bool,
-        closed: Option<ClosedLog>,
+        start: Start,
         now_ms: i64,
     ) -> Result<Self, LogError> {
         let listing = match fs::read_dir(dir) {
@@ -142,16 +164,26 @@ impl PartitionLog {
                 found.push(base);
             }
         }
-        let (stored_checkpoint, checkpoint_file) = if bases.is_empty() {
-            (None, CheckpointFile::default())
-        } else {
-            match PartitionCheckpoint::read_with_file(dir)? {
-                Some((checkpoint, file)) => (Some(checkpoint), file),
-                None => (None, CheckpointFile::default()),
+        bases.sort_unstable();
+        let recorded = match &start {
+            Start::Recorded(c) => Some(c),
+            _ => None,
+        };
+        let (stored_checkpoint, checkpoint_file) = match recorded {
+            Some(c) => {
+                let checkpoint = PartitionCheckpoint {
+                    recovery_point: c.log_end_offset,
+                    log_start_offset: c.log_start_offset,
+                };
+                (Some(checkpoint), None)
             }
+            None if bases.is_empty() => (None, Some(CheckpointFile::default())),
+            None => match PartitionCheckpoint::read_with_file(dir)? {
+                Some((checkpoint, file)) => (Some(checkpoint), Some(file)),
+                None => (None, Some(CheckpointFile::default())),
+            },
         };
         let checkpoint = stored_checkpoint.unwrap_or_default();
-        bases.sort_unstable();
         let mut segments = BTreeMap::new();
         let mut truncated = false;
         for (i, &base) in bases.iter().enumerate() {
@@ -161,19 +193,17 @@ impl PartitionLog {
                 continue;
             }
             let next_base = bases.get(i + 1).copied();
-            let recover =
-                !clean_shutdown && next_base.is_none_or(|n| n > checkpoint.recovery_point);
+            let recover = matches!(start, Start::Unclean)
+                && next_base.is_none_or(|n| n > checkpoint.recovery_point);
             let mode = if recover {
                 OpenMode::Recover {
                     recovery_point: checkpoint.recovery_point,
                 }
             } else {
-                // A clean close leaves the log end offset in the record or, for a log
-                // it did not name, as the checkpoint's recovery point.
-                let known_end = next_base.or(closed
-                    .as_ref()
-                    .map(|c| c.log_end_offset)
-                    .or(stored_checkpoint.map(|c| c.recovery_point))
+                // A clean close leaves the log end offset in the record, or as the
+                // checkpoint's recovery point.
+                let known_end = next_base.or(stored_checkpoint
+                    .map(|c| c.recovery_point)
                     .filter(|&rp| rp >= base));
                 OpenMode::Trusted {
                     next_offset: known_end,
@@ -184,6 +214,14 @@ impl PartitionLog {
                 truncated = segment.next_offset() < n && recover;
             }
             segments.insert(base, segment);
+        }
+        if let Some(c) = recorded {
+            let active = segments.last_key_value().map(|(&b, s)| (b, s.size()));
+            if active != Some((c.active_base_offset, c.active_size)) {
+                tracing::warn!(dir = %dir.display(), recorded_base = c.active_base_offset, recorded_size = c.active_size, found = ?active, "the active segment changed after the clean shutdown recorded it: recovering the partition");
+                drop(segments);
+                return Self::open_with(dir, config, files, Start::Unclean, now_ms);
+            }
         }
         if segments.is_empty() {
             let base = checkpoint.log_start_offset;
@@ -196,7 +234,10 @@ impl PartitionLog {
             }
         }
         let first_base = *segments.keys().next().expect("at least one segment");
-        let leader_epoch_cache = LeaderEpochCache::load(dir)?;
+        let leader_epoch_cache = match recorded {
+            Some(c) => LeaderEpochCache::recorded(dir, c.leader_epochs.clone()),
+            None => LeaderEpochCache::load(dir)?,
+        };
         let mut log = Self {
             dir: dir.to_path_buf(),
             config,
@@ -204,7 +245,7 @@ impl PartitionLog {
             segments,
             log_start_offset: checkpoint.log_start_offset.max(first_base),
             recovery_point: 0,
-            checkpointed_recovery_point: checkpoint.recovery_point,
+            checkpointed_recovery_point: None,
             checkpoint_file,
             producer_state: ProducerStateManager::default(),
             snapshot_offset: None,
@@ -213,18 +254,22 @@ impl PartitionLog {
             leader_epoch: 0,
             unflushed_records: 0,
             last_flush_ms: now_ms,
+            closed: false,
         };
-        match closed {
-            Some(c) if c.log_end_offset == log.log_end_offset() => {
+        let clean_shutdown = !matches!(start, Start::Unclean);
+        match start {
+            Start::Recorded(c) => {
                 log.delete_snapshots(|offset| offset > c.log_end_offset)?;
                 log.producer_state = c.producer_state;
-                log.snapshot_offset = log.snapshots.last().copied();
+                if c.own_files_current {
+                    log.checkpointed_recovery_point = Some(c.log_end_offset);
+                    log.snapshot_offset = Some(c.log_end_offset);
+                }
             }
-            Some(c) => {
-                tracing::warn!(dir = %dir.display(), recorded_end = c.log_end_offset, log_end = log.log_end_offset(), "the clean-shutdown record does not match the log: loading producer state from its snapshots");
+            Start::Clean | Start::Unclean => {
+                log.checkpointed_recovery_point = Some(checkpoint.recovery_point);
                 log.load_producer_state()?;
             }
-            None => log.load_producer_state()?,
         }
         log.recovery_point = if clean_shutdown {
             log.log_end_offset()
@@ -275,6 +320,7 @@ impl PartitionLog {
     /// retried idempotent batch that is already in the log is acknowledged with its
     /// original offsets.
     pub fn append(&mut self, records: &[u8], now_ms: i64) -> Result<AppendInfo, LogError> {
+        self.ensure_open()?;
         let tp = self.topic_partition();
         let mut validated = Vec::new();
         for batch in RecordBatches::new(records) {
@@ -381,6 +427,7 @@ impl PartitionLog {
         records: &[u8],
         now_ms: i64,
     ) -> Result<AppendInfo, LogError> {
+        self.ensure_open()?;
         let log_end_offset = self.log_end_offset();
         let mut batches = Vec::new();
         let mut next_offset = log_end_offset;
@@ -499,6 +546,7 @@ impl PartitionLog {
     /// becoming leader): the epoch starts at the log end offset in the cache, and leader
     /// appends from now on are stamped with it.
     pub fn become_leader(&mut self, epoch: i32) -> Result<(), LogError> {
+        self.ensure_open()?;
         self.leader_epoch_cache
             .assign(epoch, self.log_end_offset())?;
         self.leader_epoch = epoch;
@@ -517,6 +565,7 @@ impl PartitionLog {
     /// brought down to the new end, and the truncation is fsynced before the checkpoint
     /// says so.
     pub fn truncate_to(&mut self, offset: i64) -> Result<(), LogError> {
+        self.ensure_open()?;
         let end = self.log_end_offset();
         if offset < 0 {
             return Err(LogError::OffsetOutOfRange {
@@ -563,6 +612,7 @@ impl PartitionLog {
     /// `truncateFullyAndStartAt`): for a follower whose fetch offset is below the leader's
     /// log start, which cannot continue its log and starts over from the leader's.
     pub fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), LogError> {
+        self.ensure_open()?;
         if offset < 0 {
             return Err(LogError::OffsetOutOfRange {
                 offset,
@@ -779,6 +829,7 @@ impl PartitionLog {
 
     /// Raises the log start offset (DeleteRecords). Returns the new log start offset.
     pub fn delete_records_before(&mut self, offset: i64, now_ms: i64) -> Result<i64, LogError> {
+        self.ensure_open()?;
         let end = self.log_end_offset();
         if offset < 0 || offset > end {
             return Err(LogError::OffsetOutOfRange {
@@ -799,6 +850,7 @@ impl PartitionLog {
     /// Deletes old segments by `retention.ms`, `retention.bytes` and the log start offset.
     /// The active segment is never deleted. Returns the number of segments deleted.
     pub fn apply_retention(&mut self, now_ms: i64) -> Result<usize, LogError> {
+        self.ensure_open()?;
         let mut deleted = 0;
         let mut total: u64 = self.segments.values().map(Segment::size).sum();
         while self.segments.len() > 1 {
@@ -846,7 +898,7 @@ impl PartitionLog {
         self.recovery_point = self.log_end_offset();
         self.unflushed_records = 0;
         self.last_flush_ms = now_ms;
-        if self.recovery_point != self.checkpointed_recovery_point {
+        if Some(self.recovery_point) != self.checkpointed_recovery_point {
             self.write_checkpoint()?;
         }
         // A roll recycles only the newest older snapshot; any older ones (left by a
@@ -883,16 +935,16 @@ impl PartitionLog {
 
     /// Whether [`Self::close`] has anything to write.
     pub fn needs_close(&self) -> bool {
-        self.recovery_point != self.log_end_offset()
-            || self.recovery_point != self.checkpointed_recovery_point
-            || self.snapshot_offset != Some(self.log_end_offset())
+        let end = self.log_end_offset();
+        self.recovery_point != end
+            || self.checkpointed_recovery_point != Some(end)
+            || self.snapshot_offset != Some(end)
     }
 
-    /// First half of a close whose durability the caller provides with one `syncfs` per
-    /// log dir instead of an fsync per file: writes the pending index entries, without
-    /// fsync. The caller then syncs the file system and calls
-    /// [`Self::close_after_sync`], so the clean-shutdown record never claims data that is
-    /// not durable.
+    /// The first part of a shutdown's close whose durability the caller provides with one
+    /// `syncfs` per log dir instead of an fsync per file: writes the pending index
+    /// entries, without fsync. The caller then seals the log ([`Self::seal`]), syncs the
+    /// file system and only then writes the clean-shutdown record.
     pub fn close_before_sync(&mut self) -> Result<(), LogError> {
         let from = self.recovery_point;
         for segment in self
@@ -905,31 +957,44 @@ impl PartitionLog {
         Ok(())
     }
 
-    /// Second half of a `syncfs` close: the data is durable, so the recovery point moves
-    /// to the log end. Nothing is written: the caller keeps what is returned in the
-    /// clean-shutdown record, which the next start reads instead of this log's
-    /// checkpoint and snapshot (left as they were, still true for a crash after it).
-    pub fn close_after_sync(&mut self, now_ms: i64) -> ClosedLog {
-        for segment in self.segments.values_mut() {
-            segment.mark_synced();
-        }
-        self.recovery_point = self.log_end_offset();
-        self.unflushed_records = 0;
-        self.last_flush_ms = now_ms;
+    /// Ends the log's life in this process at a shutdown: from here on it refuses every
+    /// change, and what is returned — what the clean-shutdown record keeps of it — stays
+    /// true. The caller writes the record only once everything below the returned end is
+    /// durable ([`Self::close`]'s fsyncs, or a `syncfs` after [`Self::close_before_sync`]).
+    pub fn seal(&mut self) -> ClosedLog {
+        self.closed = true;
+        let end = self.log_end_offset();
+        let active = self.active();
         ClosedLog {
-            log_end_offset: self.recovery_point,
+            log_end_offset: end,
+            log_start_offset: self.log_start_offset,
+            active_base_offset: active.base_offset(),
+            active_size: active.size(),
+            own_files_current: !self.needs_close(),
+            leader_epochs: self.leader_epoch_cache.entries().to_vec(),
             producer_state: self.producer_state.clone(),
         }
     }
 
+    /// Refuses a change to a sealed log (see [`Self::seal`]).
+    fn ensure_open(&self) -> Result<(), LogError> {
+        if self.closed {
+            return Err(LogError::Offline {
+                dir: self.dir.display().to_string(),
+                reason: "the log is closed: the broker is shutting down".to_string(),
+            });
+        }
+        Ok(())
+    }
+
     /// Brings this log's own checkpoint and producer snapshot up to its recovery point,
-    /// without fsync. A log opened from a clean-shutdown record left them as they were,
-    /// and a crash after that start would recover and replay from them. The checkpoint
-    /// claims only the recovery point, whose data is durable; a snapshot torn by a crash
-    /// fails its CRC and is replayed around. So neither needs an fsync, and a start from
-    /// the record can do this in the background.
+    /// without fsync, for a log opened from the clean-shutdown record (which did not need
+    /// them): a crash after that start recovers from them. The checkpoint claims only the
+    /// recovery point, whose data is durable; a snapshot torn by a crash fails its CRC
+    /// and is replayed around. So neither needs an fsync, and a start from the record can
+    /// do this in the background. The next clean start reads the record, not these.
     pub fn catch_up_checkpoint(&mut self) -> Result<(), LogError> {
-        if self.checkpointed_recovery_point != self.recovery_point {
+        if self.checkpointed_recovery_point != Some(self.recovery_point) {
             self.write_checkpoint_with(false)?;
         }
         let end = self.log_end_offset();
@@ -989,12 +1054,22 @@ impl PartitionLog {
     }
 
     fn write_checkpoint_with(&mut self, sync: bool) -> Result<(), LogError> {
+        let mut file = match self.checkpoint_file {
+            Some(file) => file,
+            // Opened from the clean-shutdown record: learn which slot is next.
+            None => match PartitionCheckpoint::read_with_file(&self.dir) {
+                Ok(found) => found.map(|(_, file)| file).unwrap_or_default(),
+                Err(LogError::CorruptFile { .. }) => CheckpointFile::default(),
+                Err(e) => return Err(e),
+            },
+        };
         PartitionCheckpoint {
             recovery_point: self.recovery_point,
             log_start_offset: self.log_start_offset,
         }
-        .write(&self.dir, &mut self.checkpoint_file, sync)?;
-        self.checkpointed_recovery_point = self.recovery_point;
+        .write(&self.dir, &mut file, sync)?;
+        self.checkpoint_file = Some(file);
+        self.checkpointed_recovery_point = Some(self.recovery_point);
         Ok(())
     }
 

@@ -615,11 +615,6 @@ impl Segment {
         Ok(())
     }
 
-    /// Marks everything written as durable, after the caller made it so (`syncfs`).
-    pub fn mark_synced(&mut self) {
-        self.unsynced = false;
-    }
-
     /// Removes the segment's files.
     pub fn delete(self) -> Result<(), LogError> {
         self.files.forget(self.file_id);

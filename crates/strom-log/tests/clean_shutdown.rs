@@ -24,7 +24,7 @@ fn closed_by_shutdown(dir: &Path, files: &std::sync::Arc<FileCache>) -> ClosedLo
         log.append(&idempotent(i * 3), NOW).unwrap();
     }
     log.close_before_sync().unwrap();
-    log.close_after_sync(NOW)
+    log.seal()
 }
 
 #[test]
