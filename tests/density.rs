@@ -540,6 +540,16 @@ fn a_standalone_broker_serves_each_partition_as_soon_as_its_log_is_open() {
     broker.restart();
     let stderr = assert_all_served(&mut broker);
     assert!(stderr.contains("from_record=6"), "{stderr}");
+
+    // An earlier version ran on the log dir after the record was written and shut down
+    // with its own marker: the record no longer describes the logs and is not used.
+    std::fs::File::create(broker.log_dir().join(".strom_cleanshutdown")).unwrap();
+    broker.restart();
+    let stderr = assert_all_served(&mut broker);
+    assert!(
+        stderr.contains("ignoring the clean-shutdown record") && stderr.contains("from_record=0"),
+        "{stderr}"
+    );
 }
 
 /// Puts a FIFO in place of `index`, so the next `open` of it blocks until [`release`].

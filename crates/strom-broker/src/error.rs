@@ -85,6 +85,7 @@ impl From<LogError> for ApiError {
             }
             // Only a follower's append of what its leader sent can fail so; no client sees it.
             LogError::UnexpectedAppendOffset { .. } => ResponseError::UnknownServerError,
+            LogError::Closed { .. } => ResponseError::NotLeaderOrFollower,
             LogError::Io(_) | LogError::CorruptFile { .. } | LogError::Offline { .. } => {
                 ResponseError::KafkaStorageError
             }

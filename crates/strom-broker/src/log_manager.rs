@@ -178,6 +178,13 @@ impl LogManager {
                         && !name.starts_with(METADATA_LOG_PREFIX)
                 })
             });
+            let legacy_marker = dir.join(LEGACY_CLEAN_SHUTDOWN_MARKER).exists();
+            let record = record.filter(|_| {
+                if legacy_marker {
+                    tracing::warn!(dir = %dir.display(), "ignoring the clean-shutdown record: an earlier version ran on this log dir after it was written");
+                }
+                !legacy_marker
+            });
             match record {
                 Some(record) => recorded.extend(
                     record
@@ -185,7 +192,7 @@ impl LogManager {
                         .into_iter()
                         .map(|(name, log)| (dir.join(name), log)),
                 ),
-                None if !has_data || dir.join(LEGACY_CLEAN_SHUTDOWN_MARKER).exists() => {
+                None if !has_data || legacy_marker => {
                     clean_dirs.push(dir.clone());
                 }
                 None => {

@@ -99,7 +99,7 @@ impl CleanShutdown {
                 out.extend_from_slice(&entry.epoch.to_be_bytes());
                 out.extend_from_slice(&entry.start_offset.to_be_bytes());
             }
-            let state = log.producer_state.encode();
+            let state = log.producer_state.encode(log.log_end_offset);
             out.extend_from_slice(&(state.len() as u32).to_be_bytes());
             out.extend_from_slice(&state);
             count += 1;
@@ -143,7 +143,7 @@ impl CleanShutdown {
                 });
             }
             let state_len = r.u32()? as usize;
-            let producer_state = ProducerStateManager::decode(r.bytes(state_len)?)?;
+            let producer_state = ProducerStateManager::decode(r.bytes(state_len)?, log_end_offset)?;
             logs.insert(
                 name,
                 ClosedLog {

@@ -44,6 +44,11 @@ pub enum LogError {
     /// The partition's log could not be opened (KAFKA_STORAGE_ERROR until a restart).
     #[error("partition {dir} is offline: {reason}")]
     Offline { dir: String, reason: String },
+    /// The log was sealed by a clean shutdown: the broker is stopping and the partition
+    /// moves elsewhere, so a client retries against the new leader
+    /// (NOT_LEADER_OR_FOLLOWER), and nothing is wrong with the disk.
+    #[error("partition {dir} is closed: the broker is shutting down")]
+    Closed { dir: String },
     /// A file on disk is not in the format strom writes.
     #[error("corrupt file {path}: {reason}")]
     CorruptFile { path: String, reason: String },

@@ -20,7 +20,14 @@ use crate::{offset_file_name, LogError};
 
 /// Batches remembered per producer for duplicate detection.
 pub const BATCHES_RETAINED: usize = 5;
-const SNAPSHOT_VERSION: u16 = 1;
+/// Version 2 carries the offset the snapshot was taken at inside its checksummed bytes:
+/// a recycled snapshot file overwritten without fsync can, after a power loss, hold the
+/// older snapshot's bytes under the new name, whole and with a valid CRC, and only the
+/// offset tells them apart. Version 1 files (no offset) are still read.
+const SNAPSHOT_VERSION: u16 = 2;
+const SNAPSHOT_VERSION_WITHOUT_OFFSET: u16 = 1;
+/// The fewest bytes one producer takes in a snapshot: id, epoch and batch count.
+const MIN_PRODUCER_BYTES: usize = 8 + 2 + 1;
 
 /// Why a producer's batch is refused.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -184,12 +191,13 @@ impl ProducerStateManager {
         self.producers.is_empty()
     }
 
-    /// The state as a snapshot's bytes (version, producers, CRC32C), as
-    /// [`Self::decode`] reads them: the `.snapshot` files and the entries of a clean
-    /// shutdown's record hold the same bytes.
-    pub fn encode(&self) -> Vec<u8> {
+    /// The state at `offset` (the log end offset it reflects) as a snapshot's bytes
+    /// (version, offset, producers, CRC32C), as [`Self::decode`] reads them: the
+    /// `.snapshot` files and the entries of a clean shutdown's record hold the same bytes.
+    pub fn encode(&self, offset: i64) -> Vec<u8> {
         let mut out = Vec::new();
         out.extend_from_slice(&SNAPSHOT_VERSION.to_be_bytes());
+        out.extend_from_slice(&offset.to_be_bytes());
         out.extend_from_slice(&(self.producers.len() as u32).to_be_bytes());
         for (pid, entry) in &self.producers {
             out.extend_from_slice(&pid.to_be_bytes());
@@ -225,7 +233,7 @@ impl ProducerStateManager {
         sync: bool,
         recycle: Option<i64>,
     ) -> Result<(), LogError> {
-        let out = self.encode();
+        let out = self.encode(offset);
         let path = dir.join(offset_file_name(offset, "snapshot"));
         let tmp = path.with_extension("snapshot.tmp");
         let recycled = match recycle {
@@ -265,7 +273,7 @@ impl ProducerStateManager {
         offsets.sort_unstable_by(|a, b| b.cmp(a));
         for offset in offsets.into_iter().filter(|o| *o <= max_offset) {
             let bytes = fs::read(dir.join(offset_file_name(offset, "snapshot")))?;
-            if let Some(state) = Self::decode(&bytes) {
+            if let Some(state) = Self::decode(&bytes, offset) {
                 return Ok((state, offset));
             }
             tracing::warn!(offset, dir = %dir.display(), "ignoring corrupt producer snapshot");
@@ -281,19 +289,22 @@ impl ProducerStateManager {
         }
     }
 
-    /// Reads [`Self::encode`]'s bytes; `None` if they are torn, corrupt or of another
-    /// version.
-    pub fn decode(bytes: &[u8]) -> Option<Self> {
+    /// Reads [`Self::encode`]'s bytes of the state at `offset`; `None` if they are torn,
+    /// corrupt, of another version, or of another offset.
+    pub fn decode(bytes: &[u8], offset: i64) -> Option<Self> {
         let (body, crc) = bytes.split_at(bytes.len().checked_sub(4)?);
         if crc32c::crc32c(body).to_be_bytes() != crc {
             return None;
         }
         let mut r = Reader(body);
-        if r.u16()? != SNAPSHOT_VERSION {
-            return None;
+        match r.u16()? {
+            SNAPSHOT_VERSION if r.i64()? == offset => {}
+            SNAPSHOT_VERSION_WITHOUT_OFFSET => {}
+            _ => return None,
         }
         let count = r.u32()?;
-        let mut producers = HashMap::with_capacity(count as usize);
+        let mut producers =
+            HashMap::with_capacity((count as usize).min(r.0.len() / MIN_PRODUCER_BYTES));
         for _ in 0..count {
             let pid = r.i64()?;
             let epoch = r.u16()? as i16;
@@ -470,5 +481,32 @@ mod tests {
         let (loaded, at) =
             ProducerStateManager::load_latest_snapshot(dir.path(), &[9], 100).unwrap();
         assert_eq!((loaded.len(), at), (0, 0));
+    }
+
+    /// What a power loss can leave of a recycled file overwritten without fsync: the
+    /// older snapshot's bytes, whole, under the newer name.
+    #[test]
+    fn a_snapshot_holding_another_offsets_state_is_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut older = ProducerStateManager::default();
+        older.update(&header(1, 0, 0, 1, 0));
+        older.write_snapshot(dir.path(), 1, true, None).unwrap();
+        let stale = fs::read(dir.path().join(offset_file_name(1, "snapshot"))).unwrap();
+        fs::write(dir.path().join(offset_file_name(5, "snapshot")), stale).unwrap();
+        let (loaded, at) =
+            ProducerStateManager::load_latest_snapshot(dir.path(), &[1, 5], 100).unwrap();
+        assert_eq!((loaded, at), (older, 1));
+    }
+
+    #[test]
+    fn a_version_1_snapshot_without_its_offset_is_still_read() {
+        let mut state = ProducerStateManager::default();
+        state.update(&header(3, 1, 0, 2, 0));
+        let current = state.encode(2);
+        let mut legacy = SNAPSHOT_VERSION_WITHOUT_OFFSET.to_be_bytes().to_vec();
+        legacy.extend_from_slice(&current[10..current.len() - 4]);
+        let crc = crc32c::crc32c(&legacy);
+        legacy.extend_from_slice(&crc.to_be_bytes());
+        assert_eq!(ProducerStateManager::decode(&legacy, 2), Some(state));
     }
 }
