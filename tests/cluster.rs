@@ -193,15 +193,7 @@ fn kill_9_of_the_active_controller_elects_another_that_takes_writes() {
     assert!(wait_until(TIMEOUT, || TestCluster::active_controller(&any) > 0));
     let old = TestCluster::active_controller(&any);
     cluster.kill9(old).unwrap();
-    let other = cluster.broker_other_than(old);
-    assert!(
-        wait_until(TIMEOUT, || {
-            let now = TestCluster::active_controller(&other);
-            now > 0 && now != old
-        }),
-        "no new active controller after the kill of {old}"
-    );
-    let new = TestCluster::active_controller(&other);
+    let (other, new) = another_active_controller(&cluster, old);
     assert!(
         wait_until(TIMEOUT, || TestCluster::metadata(&other).controller_id.0
             == new),
@@ -220,6 +212,53 @@ fn kill_9_of_the_active_controller_elects_another_that_takes_writes() {
     );
     assert!(
         TestCluster::describe_quorum(&back).topics[0].partitions[0].leader_epoch >= epoch_before
+    );
+}
+
+/// Waits until a node other than `old` is the active controller: a broker's address
+/// other than `old`'s, and the new controller's id.
+fn another_active_controller(cluster: &TestCluster, old: i32) -> (String, i32) {
+    let other = cluster.broker_other_than(old);
+    assert!(
+        wait_until(TIMEOUT, || {
+            let now = TestCluster::active_controller(&other);
+            now > 0 && now != old
+        }),
+        "no new active controller after {old} stopped"
+    );
+    let new = TestCluster::active_controller(&other);
+    (other, new)
+}
+
+/// A paused active controller closes no socket and keeps its port open: the other voters
+/// stand for election once `controller.quorum.fetch.timeout.ms` passes without a word
+/// from it; resumed, it follows the new leader.
+#[test]
+fn sigstop_of_the_active_controller_elects_another_and_the_resumed_one_follows() {
+    let cluster = TestCluster::combined(3, &[]);
+    cluster.wait_for_brokers(&[1, 2, 3]);
+    let any = cluster.nodes[0].address();
+    assert!(wait_until(TIMEOUT, || TestCluster::active_controller(&any) > 0));
+    let old = TestCluster::active_controller(&any);
+    cluster.pause(old, true).unwrap();
+    let (other, new) = another_active_controller(&cluster, old);
+    // The paused node is a broker too: once its session expires it is fenced and no
+    // longer listed, so the admin client does not send to it.
+    assert!(
+        wait_until(TIMEOUT, || !TestCluster::listed_brokers(&other)
+            .contains(&old)),
+        "the paused broker {old} is fenced"
+    );
+    create_topic(&other, "while-paused", 2);
+    assert!(wait_until(TIMEOUT, || leaders(&other, "while-paused")
+        .len()
+        == 2));
+    cluster.pause(old, false).unwrap();
+    let back = cluster.node(old).address();
+    assert!(
+        wait_until(TIMEOUT, || TestCluster::active_controller(&back) == new
+            && leaders(&back, "while-paused").len() == 2),
+        "the resumed node follows controller {new} and learns the topic"
     );
 }
 

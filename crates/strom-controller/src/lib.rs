@@ -10,6 +10,7 @@
 
 pub mod client;
 pub mod cluster_control;
+pub mod election;
 pub mod kafka_api;
 pub mod log_store;
 pub mod network;

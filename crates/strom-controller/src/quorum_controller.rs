@@ -4,18 +4,10 @@
 //! managers against the applied image, under one lock, and written as one Raft entry per
 //! bounded batch, so two changes never decide against the same stale image.
 //!
-//! Kafka's quorum timeouts map onto openraft's so that a failover takes what Kafka's
-//! users expect of `controller.quorum.election.timeout.ms` (E), not openraft's 150–300 ms
-//! defaults that would elect spuriously on a loaded two-core machine: a voter's lease on
-//! its leader (openraft's `election_timeout_max`) is E, a follower stands for election
-//! after a random E/2..E without a heartbeat (`election_timeout_min`..max), and the
-//! leader's heartbeat is E/4. openraft also gives each AppendEntries the heartbeat
-//! interval to answer; at E/10 (100 ms) a follower fsyncing its log on a disk busy with
-//! thousands of brokers' checkpoint writes missed it, the leader dropped the connection
-//! and backed off, and the quorum changed leaders over and over for tens of seconds. A
-//! voter refuses to elect anyone while its lease runs, so
-//! the first candidacy after a leader dies usually fails and the second, E/2..E later,
-//! wins: a new active controller within 1–2 E of the kill.
+//! Kafka's quorum timeouts map onto openraft's as [`crate::election`] describes: a short
+//! lease, openraft's own election timer off, and this voter standing for election when
+//! its leader's process is gone, has been silent for `controller.quorum.fetch.timeout.ms`,
+//! or is not known.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
@@ -29,6 +21,7 @@ use strom_metadata::{BrokerId, MetadataImage, MetadataRecord};
 use tokio::sync::watch;
 
 use crate::cluster_control::{BrokerHeartbeats, Heartbeat, Registration};
+use crate::election::{ElectionTimings, Elections};
 use crate::log_store::LogStore;
 use crate::network::Network;
 use crate::replication_control::{self as replication, MAX_RECORDS_PER_BATCH};
@@ -88,8 +81,8 @@ pub struct QuorumController {
     writer: tokio::sync::Mutex<()>,
     /// Where placement starts its round-robin, moved on by every creation.
     placement: AtomicUsize,
-    /// When the leader's last AppendEntries arrived (a follower's view).
-    leader_contact: Mutex<Instant>,
+    /// When to stand for election (a follower's view of its leader).
+    elections: Arc<Elections>,
     shutdown: watch::Sender<bool>,
 }
 
@@ -145,19 +138,17 @@ impl QuorumController {
         let unclean_leader_election = config.unclean_leader_election_enable;
         let log = LogStore::open(&config.dir)?;
         let state = StateMachine::open(&config.dir, &config.cluster_id)?;
-        let election = config.election_timeout_ms.max(10);
-        let raft_config = Config {
-            cluster_name: config.cluster_id.clone(),
-            election_timeout_min: election / 2,
-            election_timeout_max: election,
-            heartbeat_interval: (election / 4).max(1),
-            install_snapshot_timeout: config.fetch_timeout_ms.max(election),
-            snapshot_policy: SnapshotPolicy::LogsSinceLast(SNAPSHOT_EVERY),
-            max_in_snapshot_log_to_keep: 1000,
-            ..Default::default()
-        }
-        .validate()
-        .map_err(std::io::Error::other)?;
+        let timings = ElectionTimings::new(config.election_timeout_ms, config.fetch_timeout_ms);
+        let raft_config = timings
+            .raft_config(Config {
+                cluster_name: config.cluster_id.clone(),
+                install_snapshot_timeout: timings.fetch_timeout.as_millis() as u64,
+                snapshot_policy: SnapshotPolicy::LogsSinceLast(SNAPSHOT_EVERY),
+                max_in_snapshot_log_to_keep: 1000,
+                ..Default::default()
+            })
+            .validate()
+            .map_err(std::io::Error::other)?;
         let network = Network::default();
         let fresh = log.last_log_id().is_none() && state.read(|a| a.last_applied.is_none());
         let raft = Raft::new(
@@ -179,6 +170,12 @@ impl QuorumController {
                 tracing::debug!(error = %e, "metadata quorum already initialized");
             }
         }
+        let elections = Arc::new(Elections::new(
+            config.node_id,
+            config.voters.clone(),
+            timings,
+            fresh,
+        ));
         let controller = Arc::new(Self {
             config,
             raft,
@@ -188,10 +185,16 @@ impl QuorumController {
             observers: Mutex::new(HashMap::new()),
             writer: tokio::sync::Mutex::new(()),
             placement: AtomicUsize::new(0),
-            leader_contact: Mutex::new(Instant::now()),
+            elections,
             shutdown: watch::channel(false).0,
         });
         tokio::spawn(controller.clone().watch_leadership());
+        tokio::spawn(
+            controller
+                .elections
+                .clone()
+                .run(controller.raft.clone(), controller.shutdown.subscribe()),
+        );
         tokio::spawn(controller.clone().fence_expired_brokers());
         if let Some(ms) = controller.config.leader_imbalance_check_interval_ms {
             tokio::spawn(
@@ -416,7 +419,8 @@ impl QuorumController {
     pub async fn handle(self: &Arc<Self>, request: Request) -> Response {
         match request {
             Request::AppendEntries(r) => {
-                *self.leader_contact.lock() = Instant::now();
+                self.elections
+                    .heard_from_leader(r.vote.leader_id().voted_for());
                 Response::AppendEntries(
                     self.raft.append_entries(r).await.map_err(|e| e.to_string()),
                 )
@@ -429,8 +433,8 @@ impl QuorumController {
                     .map_err(|e| e.to_string()),
             ),
             Request::EndQuorumEpoch => {
-                if let Err(e) = self.raft.trigger().elect().await {
-                    tracing::warn!(error = %e, "could not start the election asked for");
+                if let Some(leader) = self.raft.metrics().borrow().current_leader {
+                    self.elections.leader_resigned(leader);
                 }
                 Response::EndQuorumEpoch
             }
@@ -775,54 +779,21 @@ impl QuorumController {
         }))
     }
 
-    /// The connection the leader replicated over has closed: if the leader is gone (a
-    /// kill -9 closes its sockets at once), stand for election as soon as the other
-    /// voters' leases on it have run out — the last AppendEntries plus one election
-    /// timeout — instead of waiting for this voter's own random timer, whose first
-    /// candidacy would come too early and fail. Voters wait a little longer the higher
-    /// their id, so two followers that both noticed do not split the vote; a leader that
-    /// is still alive has sent AppendEntries meanwhile, and then nothing happens. Nor does
-    /// it when this voter has meanwhile moved to a later term (it voted for another
-    /// candidate, whose first AppendEntries may not have arrived yet): standing then
-    /// would depose the leader just elected, and each such candidacy set off the next.
-    pub fn leader_connection_closed(self: &Arc<Self>) {
-        if self.is_leader() {
-            return;
+    /// The connection the leader replicated over has closed: if its process is gone (a
+    /// kill -9 closes its sockets at once), this voter stands for election as soon as
+    /// the other voters' leases on it run out ([`crate::election`]).
+    pub fn leader_connection_closed(&self) {
+        if !self.is_leader() {
+            self.elections.leader_connection_closed();
         }
-        let contact = *self.leader_contact.lock();
-        let term = self.raft.metrics().borrow().current_term;
-        let rank = self
-            .config
-            .voters
-            .iter()
-            .filter(|(id, _)| *id < self.config.node_id)
-            .count() as u64;
-        let election = self.config.election_timeout_ms;
-        let at = contact + Duration::from_millis(election + election / 20 + rank * (election / 10));
-        let controller = self.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
-            // A new leader (or the old one, alive) has sent AppendEntries meanwhile.
-            if *controller.leader_contact.lock() > contact
-                || controller.is_leader()
-                || controller.raft.metrics().borrow().current_term > term
-            {
-                return;
-            }
-            tracing::info!(
-                node = controller.node_id(),
-                "the leader's connection closed and its lease ran out: standing for election"
-            );
-            let _ = controller.raft.trigger().elect().await;
-        });
     }
 
     /// Leaves the quorum for a shutdown. An active controller first tells the most
-    /// caught-up follower to stand for election at once (Kafka's EndQuorumEpoch) instead
-    /// of after its election timeout. It does not wait for the outcome: openraft 0.9 has
-    /// no leadership transfer, and the other voters refuse any candidate until their lease
-    /// on this leader has run out (one election timeout after its last heartbeat), which
-    /// staying in the quorum would only extend.
+    /// caught-up follower that it resigns (Kafka's EndQuorumEpoch), so that it stands for
+    /// election as soon as the other voters' leases on this leader have run out instead of
+    /// after `controller.quorum.fetch.timeout.ms`. It does not wait for the outcome:
+    /// openraft 0.9 has no leadership transfer, and staying in the quorum would only
+    /// extend the leases.
     pub async fn shutdown(&self) {
         let _ = self.shutdown.send(true);
         let m = self.raft.metrics().borrow().clone();
@@ -836,7 +807,7 @@ impl QuorumController {
                 .max_by_key(|(_, l)| l.map(|l| l.index))
                 .and_then(|(id, _)| self.config.voters.iter().find(|(v, _)| *v as u64 == id));
             if let Some((id, addr)) = successor {
-                let timeout = Duration::from_millis(self.config.election_timeout_ms / 4);
+                let timeout = self.elections.timings().heartbeat;
                 if let Ok(mut conn) = crate::rpc::Connection::connect(addr, timeout).await {
                     let asked = conn.call(&Request::EndQuorumEpoch, timeout).await.is_ok();
                     tracing::info!(successor = id, asked, "resigning as active controller");

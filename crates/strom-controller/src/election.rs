@@ -1,0 +1,242 @@
+//! When a voter stands for election. openraft 0.9 ties two things to one setting: a
+//! voter refuses every candidate for `election_timeout_max` after it last heard from its
+//! leader (its lease), and its own timer stands after that lease plus a random
+//! `election_timeout_min..max`. A lease of Kafka's `controller.quorum.election.timeout.ms`
+//! (E, 1000 ms) makes every failover take more than E; a short lease with openraft's timer
+//! makes a loaded two-core machine elect whenever a heartbeat is late. So openraft's timer
+//! is off (`enable_elect: false`), its lease is short (3E/10), and this module decides, as
+//! Kafka's voters do:
+//!
+//! * a voter that knows its leader stands after `controller.quorum.fetch.timeout.ms`
+//!   without an AppendEntries from it (a paused or cut-off leader);
+//! * when the leader's connection closes and its controller port then refuses
+//!   connections, its process is gone (a kill -9 closes its sockets at once, a live
+//!   process keeps its listener open however busy or paused it is), and so is a leader
+//!   that resigned (Kafka's EndQuorumEpoch): the voter stands as soon as the other
+//!   voters' leases on it have run out, and again every half lease until a leader
+//!   speaks;
+//! * a voter that knows no leader (a new quorum, or after a candidacy that did not win)
+//!   stands after a random E/2..E, Kafka's election backoff; a restarted voter, which
+//!   knows no leader until one speaks, waits the fetch timeout first, so that a voter
+//!   restarted into a busy quorum does not depose a leader whose heartbeats are late.
+//!
+//! Each waits a fifth of the lease longer per voter of lower id, so that two survivors
+//! do not split the vote, and a voter whose vote moved (it voted for a candidate) waits
+//! from then on.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use openraft::ServerState;
+use parking_lot::Mutex;
+use tokio::sync::watch;
+
+use crate::types::Raft;
+
+/// The quorum's timings, all derived from `controller.quorum.election.timeout.ms` and
+/// `controller.quorum.fetch.timeout.ms`.
+#[derive(Debug, Clone, Copy)]
+pub struct ElectionTimings {
+    /// E.
+    pub election: Duration,
+    /// openraft's heartbeat interval, which is also the time it gives an AppendEntries to
+    /// answer: E/4. At E/10 (100 ms) a follower fsyncing its log on a disk busy with
+    /// thousands of partitions' checkpoints missed it, the leader dropped the connection
+    /// and backed off, and the quorum changed leaders over and over.
+    pub heartbeat: Duration,
+    /// openraft's `election_timeout_max`: how long after an AppendEntries a voter refuses
+    /// candidates. Longer than the heartbeat, as openraft requires.
+    pub lease: Duration,
+    /// Silence from a known leader before standing.
+    pub fetch_timeout: Duration,
+}
+
+impl ElectionTimings {
+    pub fn new(election_timeout_ms: u64, fetch_timeout_ms: u64) -> Self {
+        let election = election_timeout_ms.max(10);
+        let heartbeat = (election / 4).max(1);
+        let lease = (election * 3 / 10).max(heartbeat + 2);
+        Self {
+            election: Duration::from_millis(election),
+            heartbeat: Duration::from_millis(heartbeat),
+            lease: Duration::from_millis(lease),
+            fetch_timeout: Duration::from_millis(fetch_timeout_ms.max(election)),
+        }
+    }
+
+    /// openraft's settings: its own election timer off, the lease as its
+    /// `election_timeout_max` (the minimum only has to lie between heartbeat and lease).
+    pub fn raft_config(&self, config: openraft::Config) -> openraft::Config {
+        let ms = |d: Duration| d.as_millis() as u64;
+        openraft::Config {
+            election_timeout_min: ms(self.heartbeat) + 1,
+            election_timeout_max: ms(self.lease),
+            heartbeat_interval: ms(self.heartbeat),
+            enable_elect: false,
+            ..config
+        }
+    }
+}
+
+/// One voter's view of its leader's liveness, and the task that stands for election.
+pub struct Elections {
+    node_id: i32,
+    /// Every voter: id and controller endpoint.
+    voters: Vec<(i32, String)>,
+    timings: ElectionTimings,
+    /// When the last AppendEntries arrived, and which leader sent it.
+    contact: Mutex<(Instant, Option<u64>)>,
+    /// A leader whose process was found gone, or that resigned.
+    leader_gone: Mutex<Option<u64>>,
+    /// Whether this voter's metadata log was empty at start (a new quorum).
+    fresh: bool,
+}
+
+impl Elections {
+    pub fn new(
+        node_id: i32,
+        voters: Vec<(i32, String)>,
+        timings: ElectionTimings,
+        fresh: bool,
+    ) -> Self {
+        Self {
+            fresh,
+            node_id,
+            voters,
+            timings,
+            contact: Mutex::new((Instant::now(), None)),
+            leader_gone: Mutex::new(None),
+        }
+    }
+
+    pub fn timings(&self) -> ElectionTimings {
+        self.timings
+    }
+
+    /// An AppendEntries of `leader` arrived.
+    pub fn heard_from_leader(&self, leader: Option<u64>) {
+        *self.contact.lock() = (Instant::now(), leader);
+    }
+
+    /// `leader` resigned: it sends nothing after its last AppendEntries.
+    pub fn leader_resigned(&self, leader: u64) {
+        *self.leader_gone.lock() = Some(leader);
+    }
+
+    /// The connection a leader's AppendEntries came over has closed: finds out whether
+    /// that leader's process is gone by connecting to its controller port.
+    pub fn leader_connection_closed(self: &Arc<Self>) {
+        let Some(leader) = self.contact.lock().1 else {
+            return;
+        };
+        let Some((_, address)) = self.voters.iter().find(|(id, _)| *id as u64 == leader) else {
+            return;
+        };
+        let address = address.clone();
+        let elections = self.clone();
+        tokio::spawn(async move {
+            // A dying process closes its sockets one by one: the listener may still accept
+            // for a moment after the replication connection closed, so a connection that
+            // succeeds is asked again, until the lease has passed or the leader spoke.
+            let contact = elections.contact.lock().0;
+            let interval = elections.timings.lease / 10;
+            while elections.contact.lock().0 == contact
+                && contact.elapsed() < elections.timings.lease
+            {
+                let probe = tokio::time::timeout(
+                    elections.timings.heartbeat,
+                    tokio::net::TcpStream::connect(&address),
+                )
+                .await;
+                if matches!(probe, Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused)
+                {
+                    tracing::info!(
+                        node = elections.node_id,
+                        leader,
+                        "the active controller's connection closed and its port refuses connections: standing for election when the leases on it run out"
+                    );
+                    *elections.leader_gone.lock() = Some(leader);
+                    return;
+                }
+                tokio::time::sleep(interval).await;
+            }
+        });
+    }
+
+    /// Waits a fifth of the lease per voter of lower id than this one.
+    fn stagger(&self) -> Duration {
+        let rank = self
+            .voters
+            .iter()
+            .filter(|(id, _)| *id < self.node_id)
+            .count() as u32;
+        self.timings.lease / 5 * rank
+    }
+
+    fn backoff(&self) -> Duration {
+        let election = self.timings.election.as_millis() as u64;
+        Duration::from_millis(fastrand::u64(election / 2..=election))
+    }
+
+    /// Stands for election when one of the module's rules says so, until shutdown.
+    pub async fn run(self: Arc<Self>, raft: Raft, mut shutdown: watch::Receiver<bool>) {
+        let tick = (self.timings.lease / 10).max(Duration::from_millis(1));
+        let stagger = self.stagger();
+        let mut vote = raft.metrics().borrow().vote;
+        // The later of this voter's last candidacy and its vote's last move.
+        let mut since = Instant::now();
+        let mut backoff = if self.fresh {
+            self.backoff()
+        } else {
+            self.timings.fetch_timeout
+        };
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(tick) => {}
+                _ = shutdown.changed() => return,
+            }
+            let (leading, current) = {
+                let m = raft.metrics();
+                let m = m.borrow();
+                (m.state == ServerState::Leader, m.vote)
+            };
+            let now = Instant::now();
+            if current != vote {
+                vote = current;
+                since = now;
+            }
+            if leading {
+                continue;
+            }
+            let (contact, sender) = *self.contact.lock();
+            let gone = sender.is_some() && *self.leader_gone.lock() == sender;
+            let (due, why) = if gone {
+                let leases_out = contact + self.timings.lease + self.timings.lease / 5;
+                (
+                    leases_out.max(since + self.timings.lease / 2),
+                    "the active controller's process is gone",
+                )
+            } else if vote.is_committed() {
+                (
+                    contact.max(since) + self.timings.fetch_timeout,
+                    "controller.quorum.fetch.timeout.ms passed without a word from it",
+                )
+            } else {
+                (contact.max(since) + backoff, "no leader is known")
+            };
+            if now < due + stagger {
+                continue;
+            }
+            tracing::info!(
+                node = self.node_id,
+                silent_ms = now.duration_since(contact).as_millis() as u64,
+                "standing for election: {why}"
+            );
+            since = now;
+            backoff = self.backoff();
+            if raft.trigger().elect().await.is_err() {
+                return;
+            }
+        }
+    }
+}
