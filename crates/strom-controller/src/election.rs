@@ -137,11 +137,12 @@ impl Elections {
         tokio::spawn(async move {
             // A dying process closes its sockets one by one: the listener may still accept
             // for a moment after the replication connection closed, so a connection that
-            // succeeds is asked again, until the lease has passed or the leader spoke.
+            // succeeds is asked again, until the leader speaks or its silence alone is
+            // reason enough to stand (a loaded machine can notice the close late).
             let contact = elections.contact.lock().0;
             let interval = elections.timings.lease / 10;
             while elections.contact.lock().0 == contact
-                && contact.elapsed() < elections.timings.lease
+                && contact.elapsed() < elections.timings.fetch_timeout
             {
                 let probe = tokio::time::timeout(
                     elections.timings.heartbeat,
