@@ -179,13 +179,10 @@ impl LogManager {
                 })
             });
             let legacy_marker = dir.join(LEGACY_CLEAN_SHUTDOWN_MARKER).exists();
-            let record = record.filter(|_| {
-                if legacy_marker {
-                    tracing::warn!(dir = %dir.display(), "ignoring the clean-shutdown record: an earlier version ran on this log dir after it was written");
-                }
-                !legacy_marker
-            });
-            match record {
+            if legacy_marker && record.is_some() {
+                tracing::warn!(dir = %dir.display(), "ignoring the clean-shutdown record: an earlier version ran on this log dir after it was written");
+            }
+            match record.filter(|_| !legacy_marker) {
                 Some(record) => recorded.extend(
                     record
                         .logs

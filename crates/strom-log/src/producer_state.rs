@@ -297,10 +297,13 @@ impl ProducerStateManager {
             return None;
         }
         let mut r = Reader(body);
-        match r.u16()? {
-            SNAPSHOT_VERSION if r.i64()? == offset => {}
-            SNAPSHOT_VERSION_WITHOUT_OFFSET => {}
+        let taken_at = match r.u16()? {
+            SNAPSHOT_VERSION => r.i64()?,
+            SNAPSHOT_VERSION_WITHOUT_OFFSET => offset,
             _ => return None,
+        };
+        if taken_at != offset {
+            return None;
         }
         let count = r.u32()?;
         let mut producers =
