@@ -56,6 +56,12 @@ impl LatencyHistogram {
             .saturating_record(latency_us.clamp(1, MAX_TRACKABLE_US));
     }
 
+    /// Records `n` equal latencies at once.
+    pub fn record_n(&mut self, latency_us: u64, n: u64) {
+        self.inner
+            .saturating_record_n(latency_us.clamp(1, MAX_TRACKABLE_US), n);
+    }
+
     /// Adds another histogram, so `--threads` consumers and windows can be merged.
     pub fn add(&mut self, other: &LatencyHistogram) {
         self.inner

@@ -61,9 +61,19 @@ impl BatchBuilder {
         self.buf.len()
     }
 
+    /// Whether a record of these lengths (no headers) keeps the batch within `limit` bytes:
+    /// a producer seals its batch instead when it does not. Decided without the varint
+    /// arithmetic when the record fits even with the longest framing a record can have.
+    #[inline]
+    pub fn fits(&self, key_len: Option<usize>, value_len: Option<usize>, limit: usize) -> bool {
+        let payload = key_len.unwrap_or(0) + value_len.unwrap_or(0);
+        self.buf.len() + MAX_RECORD_FRAMING + payload <= limit
+            || self.size_with(key_len, value_len) <= limit
+    }
+
     /// The size the batch would have after appending a record of these lengths (no
-    /// headers): a producer seals its batch instead when this passes `batch.size`.
-    pub fn size_with(&self, key_len: Option<usize>, value_len: Option<usize>) -> usize {
+    /// headers, a timestamp delta of 0).
+    fn size_with(&self, key_len: Option<usize>, value_len: Option<usize>) -> usize {
         let body = self.body_len(0, key_len, value_len, 0);
         self.buf.len() + varint_len(body as i64) + body
     }
@@ -159,6 +169,11 @@ impl BatchBuilder {
         Ok(self.buf)
     }
 }
+
+/// The most bytes a record's framing can take besides its key, value and headers: the
+/// length prefix (5), attributes (1), timestamp delta (10), offset delta (5), key and value
+/// lengths (5 each) and the header count (1).
+const MAX_RECORD_FRAMING: usize = 32;
 
 /// Bytes of a length-prefixed field (a null is a length of -1 alone).
 fn field_len(len: Option<usize>) -> usize {
@@ -258,6 +273,21 @@ mod tests {
             assert_eq!(records[2].value, None);
             assert_eq!(records[2].offset, 2);
             assert_eq!((records[0].producer_id, records[2].sequence), (42, 12));
+        }
+    }
+
+    #[test]
+    fn fits_agrees_with_the_exact_size() {
+        let mut builder = BatchBuilder::new(Vec::new(), 0);
+        for i in 0..300usize {
+            for limit in [i, i + 20, i + 61, i + 100, i * 2 + 70] {
+                assert_eq!(
+                    builder.fits(Some(3), Some(i), limit),
+                    builder.size_with(Some(3), Some(i)) <= limit,
+                    "record {i}, limit {limit}"
+                );
+            }
+            builder.append(0, Some(b"key"), Some(&vec![1u8; i % 40]), &[]);
         }
     }
 

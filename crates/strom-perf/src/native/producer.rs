@@ -194,15 +194,34 @@ impl<H: DeliveryHandler> NativeProducer<H> {
         headers: &[(&[u8], Option<&[u8]>)],
         tag: RecordTag,
     ) -> Result<()> {
+        if self.append(key, value, headers, tag)? {
+            self.send_sealed().await?;
+        }
+        Ok(())
+    }
+
+    /// Appends one record without waiting, sealing its batch when full (and any batch whose
+    /// linger ended). Returns whether a batch was sealed: the caller then calls
+    /// [`NativeProducer::send_sealed`]. The send loop's path for every record, kept
+    /// synchronous so that a record costs no future of its own.
+    pub fn append(
+        &mut self,
+        key: Option<&[u8]>,
+        value: &[u8],
+        headers: &[(&[u8], Option<&[u8]>)],
+        tag: RecordTag,
+    ) -> Result<bool> {
         let partition = self.partitioner.partition(key);
         let timestamp = self.wall_offset_ms + clock::ms(tag.sent_ns) as i64;
         let queue = &mut self.partitions[partition];
         let mut sealed = false;
         if let Some(open) = &queue.open {
-            let after = open
-                .builder
-                .size_with(key.map(<[u8]>::len), Some(value.len()));
-            if after > self.config.batch_size && open.builder.count() > 0 {
+            let fits = open.builder.fits(
+                key.map(<[u8]>::len),
+                Some(value.len()),
+                self.config.batch_size,
+            );
+            if !fits && open.builder.count() > 0 {
                 self.seal(partition)?;
                 sealed = true;
             }
@@ -230,15 +249,12 @@ impl<H: DeliveryHandler> NativeProducer<H> {
             self.seal_lingered(tag.sent_ns)?;
             sealed = true;
         }
-        if sealed {
-            self.after_seal().await?;
-        }
-        Ok(())
+        Ok(sealed)
     }
 
     /// After a batch was sealed: hand over answers that arrived, send what can be sent,
     /// let the connections read, and wait while the buffer is full.
-    async fn after_seal(&mut self) -> Result<()> {
+    pub async fn send_sealed(&mut self) -> Result<()> {
         self.drain_completions()?;
         self.dispatch().await?;
         tokio::task::yield_now().await;

@@ -112,12 +112,13 @@ impl PerfContext {
                 let bytes = self.fixed_value_len.unwrap_or(value_len as u64);
                 recorder.on_success(
                     index as u64,
+                    1,
                     clock::latency_ms(sent_ns, now_ns),
                     hdr_us,
                     bytes,
                     now_ns,
-                    now,
                 );
+                recorder.completed(now, 1, bytes);
             }
             Err(error) => recorder.on_failure(error),
         }

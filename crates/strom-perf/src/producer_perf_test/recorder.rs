@@ -58,27 +58,29 @@ impl Recorder {
         self.series = ThroughputSeries::new(start);
     }
 
-    /// One successful delivery of record `index`.
+    /// Successful deliveries of `n` consecutive records from `first_index` that share their
+    /// figures (records sent together and acknowledged together), each of `bytes` bytes.
     pub fn on_success(
         &mut self,
-        index: u64,
+        first_index: u64,
+        n: u64,
         latency_ms: u32,
         hdr_latency_us: u64,
         bytes: u64,
         now_ns: u64,
-        now: Instant,
     ) {
         let now_ms = clock::ms(now_ns);
         let muted = self.steady.is_some();
-        if let Some(window) = self.stats.record(latency_ms, bytes, now_ms) {
+        if let Some(window) = self.stats.record_n(latency_ms, bytes, n, now_ms) {
             if !muted {
                 self.print(&window.line());
             }
         }
-        if index >= self.warmup {
-            self.histogram.record(hdr_latency_us);
+        let steady_n = (first_index + n).saturating_sub(first_index.max(self.warmup));
+        if steady_n > 0 {
+            self.histogram.record_n(hdr_latency_us, steady_n);
             if let Some(steady) = self.steady.as_mut() {
-                if let Some(window) = steady.record(latency_ms, bytes, now_ms) {
+                if let Some(window) = steady.record_n(latency_ms, bytes, steady_n, now_ms) {
                     let line = window.line();
                     if !self.steady_announced {
                         self.steady_announced = true;
@@ -88,7 +90,11 @@ impl Recorder {
                 }
             }
         }
-        self.series.record(now, 1, bytes);
+    }
+
+    /// Counts completed records and their bytes in the time series.
+    pub fn completed(&mut self, at: Instant, records: u64, bytes: u64) {
+        self.series.record(at, records, bytes);
     }
 
     /// Advances the progress bar by `records` reported deliveries.

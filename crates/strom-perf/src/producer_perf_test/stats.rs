@@ -95,6 +95,38 @@ impl Stats {
         None
     }
 
+    /// Records `n` successful sends that completed together with the same figures, as `n`
+    /// calls of [`Stats::record`] would: only the first can close a window, since the
+    /// rest complete at the instant the next one opened (the tool refuses a reporting
+    /// interval of 0).
+    pub fn record_n(&mut self, latency_ms: u32, bytes: u64, n: u64, now_ms: u64) -> Option<Window> {
+        debug_assert!(self.reporting_interval_ms > 0);
+        if n == 0 {
+            return None;
+        }
+        let closed = self.record(latency_ms, bytes, now_ms);
+        let rest = n - 1;
+        if rest > 0 {
+            let latency = u64::from(latency_ms);
+            self.count += rest;
+            self.bytes += bytes * rest;
+            self.total_latency_ms += latency * rest;
+            self.max_latency_ms = self.max_latency_ms.max(latency);
+            self.window_count += rest;
+            self.window_bytes += bytes * rest;
+            self.window_total_latency_ms += latency * rest;
+            self.window_max_latency_ms = self.window_max_latency_ms.max(latency);
+            let end = self.iteration + rest;
+            let mut sampled = self.iteration.next_multiple_of(self.sampling);
+            while sampled < end {
+                self.latencies.push(latency_ms);
+                sampled += self.sampling;
+            }
+            self.iteration = end;
+        }
+        closed
+    }
+
     fn window(&self, now_ms: u64) -> Window {
         Window {
             count: self.window_count,
@@ -185,6 +217,28 @@ mod tests {
         });
         assert_eq!(stats.latencies.len(), 500_001);
         assert!(stats.latencies.len() <= (1_000_001 / 2 + 1) as usize);
+    }
+
+    #[test]
+    fn record_n_equals_n_records() {
+        for interval in [1, 3000, 5000] {
+            let mut one_by_one = Stats::new(1_700_000, interval, 0);
+            let mut grouped = Stats::new(1_700_000, interval, 0);
+            let mut windows = (Vec::new(), Vec::new());
+            for (i, n) in [1u64, 7, 3, 250_000, 2, 1, 9, 1_000_000, 5]
+                .into_iter()
+                .enumerate()
+            {
+                let (latency, now) = ((i * 3 % 11) as u32, i as u64 * 2000);
+                for _ in 0..n {
+                    windows.0.extend(one_by_one.record(latency, 100, now));
+                }
+                windows.1.extend(grouped.record_n(latency, 100, n, now));
+            }
+            assert_eq!(windows.0, windows.1);
+            assert_eq!(one_by_one.latencies, grouped.latencies);
+            assert_eq!(one_by_one.totals(20_000), grouped.totals(20_000));
+        }
     }
 
     #[test]
