@@ -4,26 +4,33 @@
 //! when the coordinator is killed with SIGKILL the partition's new leader loads them and
 //! answers for the group — librdkafka reads the same committed offsets from it, commits
 //! go on, and a real group member resumes from them; clients cannot produce to the
-//! topic. A partition of `__consumer_offsets`
+//! topic. A member whose coordinator is killed goes on in its generation at the new one,
+//! which restored the group's membership from the topic. A partition of `__consumer_offsets`
 //! that grew past its live offsets is trimmed to a snapshot of them on every replica, and
 //! a new coordinator replays the trimmed log to the latest offsets. Every wait polls its
 //! condition.
 
 mod common;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::client::create_replicated_topic;
 use common::cluster::TestCluster;
 use common::raw::{batch, Conn};
 use common::wait_until;
-use kafka_protocol::messages::{ApiKey, FindCoordinatorRequest, FindCoordinatorResponse};
+use kafka_protocol::messages::{
+    ApiKey, DescribeGroupsRequest, DescribeGroupsResponse, FindCoordinatorRequest,
+    FindCoordinatorResponse, GroupId,
+};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::ClientContext;
 use rdkafka::{Offset, TopicPartitionList};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -211,6 +218,129 @@ fn committed_offsets_survive_the_kill_of_their_coordinator() {
         "the offsets after the old coordinator returned: {:?}",
         committed(&cluster.bootstrap())
     );
+}
+
+/// Counts the assignments librdkafka hands the member: one per rebalance it takes part in.
+#[derive(Default)]
+struct Assignments(Arc<AtomicUsize>);
+
+impl ClientContext for Assignments {}
+
+impl ConsumerContext for Assignments {
+    fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Assign(_) = rebalance {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// DescribeGroups (v5) of `group` at `addr`: (state, member ids).
+fn describe_group(addr: &str, group: &str) -> (String, Vec<String>) {
+    let response: DescribeGroupsResponse = Conn::connect(addr).call(
+        ApiKey::DescribeGroups,
+        5,
+        &DescribeGroupsRequest::default()
+            .with_groups(vec![GroupId(StrBytes::from_string(group.to_string()))]),
+    );
+    let described = &response.groups[0];
+    (
+        described.group_state.to_string(),
+        described
+            .members
+            .iter()
+            .map(|m| m.member_id.to_string())
+            .collect(),
+    )
+}
+
+#[test]
+fn a_member_keeps_its_generation_when_its_coordinator_is_killed() {
+    const GROUP: &str = "steady";
+    let mut cluster = TestCluster::combined(3, FAST);
+    let addr = cluster.bootstrap();
+    create_replicated_topic(&addr, TOPIC, PARTITIONS, 3, &[("min.insync.replicas", "2")]);
+    assert!(
+        wait_until(TIMEOUT, || coordinator(&addr, GROUP).is_ok()),
+        "a coordinator for {GROUP}: {:?}",
+        coordinator(&addr, GROUP)
+    );
+    let coordinating = coordinator(&addr, GROUP).unwrap();
+
+    // One member, assigned every partition once; its commit is answered only when
+    // replicated, and the group's membership was appended before it.
+    let assignments = Arc::new(AtomicUsize::new(0));
+    let member: BaseConsumer<Assignments> = ClientConfig::new()
+        .set("bootstrap.servers", &addr)
+        .set("group.id", GROUP)
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("session.timeout.ms", "6000")
+        .set("heartbeat.interval.ms", "500")
+        .create_with_context(Assignments(assignments.clone()))
+        .expect("consumer");
+    member.subscribe(&[TOPIC]).expect("subscribe");
+    assert!(
+        wait_until(TIMEOUT, || {
+            member.poll(Duration::from_millis(100));
+            member.assignment().is_ok_and(|a| a.count() == 3)
+                && member.commit(&offsets([1, 2, 3]), CommitMode::Sync).is_ok()
+        }),
+        "an assignment and a commit"
+    );
+    assert_eq!(assignments.load(Ordering::SeqCst), 1);
+    let (state, members) = describe_group(&node_address(&cluster, coordinating), GROUP);
+    assert_eq!((state.as_str(), members.len()), ("Stable", 1));
+
+    // SIGKILL of the coordinator. The new one restored the group: the member's
+    // heartbeats and commits are accepted in its generation, with no new rebalance.
+    cluster.kill9(coordinating).unwrap();
+    let survivor = cluster.broker_other_than(coordinating);
+    assert!(
+        wait_until(TIMEOUT, || coordinator(&survivor, GROUP)
+            .is_ok_and(|c| c != coordinating)),
+        "a new coordinator: {:?}",
+        coordinator(&survivor, GROUP)
+    );
+    let new_coordinator = coordinator(&survivor, GROUP).unwrap();
+    assert!(
+        wait_until(TIMEOUT, || {
+            member.poll(Duration::from_millis(100));
+            member.commit(&offsets([4, 5, 6]), CommitMode::Sync).is_ok()
+        }),
+        "a commit through the new coordinator"
+    );
+    assert_eq!(
+        describe_group(&node_address(&cluster, new_coordinator), GROUP),
+        ("Stable".to_string(), members),
+        "the same member, stable at the new coordinator"
+    );
+    assert_eq!(
+        assignments.load(Ordering::SeqCst),
+        1,
+        "the member was not made to rejoin"
+    );
+    let committed: Vec<Offset> = member
+        .committed_offsets(offsets([0, 0, 0]), Duration::from_secs(5))
+        .expect("committed offsets")
+        .elements()
+        .iter()
+        .map(|e| e.offset())
+        .collect();
+    assert_eq!(
+        committed,
+        [4, 5, 6].map(Offset::Offset),
+        "the commit at the new coordinator"
+    );
+}
+
+/// The client address of node `id`.
+fn node_address(cluster: &TestCluster, id: i32) -> String {
+    cluster
+        .nodes
+        .iter()
+        .find(|n| n.id == id)
+        .map(|n| n.address())
+        .expect("the node")
 }
 
 /// The `.log` segment files of partition 0 of `__consumer_offsets` on node `id`.

@@ -32,6 +32,22 @@ impl<'a> FieldReader<'a> {
         let len = usize::try_from(self.i16()?).ok()?;
         String::from_utf8(self.take(len)?.to_vec()).ok()
     }
+
+    /// Kafka's NULLABLE_STRING: a length of -1 is null.
+    pub fn nullable_string(&mut self) -> Option<Option<String>> {
+        let len = self.i16()?;
+        if len == -1 {
+            return Some(None);
+        }
+        let len = usize::try_from(len).ok()?;
+        String::from_utf8(self.take(len)?.to_vec()).ok().map(Some)
+    }
+
+    /// Kafka's BYTES: an i32 length, then the bytes (a negative length is not one).
+    pub fn bytes(&mut self) -> Option<&'a [u8]> {
+        let len = usize::try_from(self.i32()?).ok()?;
+        self.take(len)
+    }
 }
 
 #[cfg(test)]
@@ -50,5 +66,15 @@ mod tests {
         assert_eq!(r.i64(), Some(1));
         assert_eq!(r.i16(), None);
         assert_eq!(FieldReader(&[0xff, 0xff]).string(), None);
+        assert_eq!(FieldReader(&[0xff, 0xff]).nullable_string(), Some(None));
+        assert_eq!(
+            FieldReader(&[0, 1, b'x']).nullable_string(),
+            Some(Some("x".into()))
+        );
+        assert_eq!(
+            FieldReader(&[0, 0, 0, 2, 7, 8, 9]).bytes(),
+            Some(&[7u8, 8][..])
+        );
+        assert_eq!(FieldReader(&[0xff, 0xff, 0xff, 0xff]).bytes(), None);
     }
 }

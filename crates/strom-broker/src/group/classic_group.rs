@@ -15,6 +15,7 @@ use kafka_protocol::ResponseError;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use super::group_metadata::{StoredGroup, StoredMember};
 use super::member::Member;
 
 /// The classic group states, named as Kafka names them in DescribeGroups/ListGroups.
@@ -159,6 +160,9 @@ pub struct Group {
     /// When the group was created or last became `Empty` (Kafka's currentStateTimestamp
     /// as offset expiry uses it); meaningful only while the group is `Empty`.
     empty_since: Instant,
+    /// The generation and state of the membership last stored, so each settled
+    /// generation is stored once.
+    stored: Option<(i32, GroupState)>,
 }
 
 fn millis(ms: i32) -> Duration {
@@ -183,7 +187,91 @@ impl Group {
             initial_delay: None,
             next_seq: 0,
             empty_since: now,
+            stored: None,
         }
+    }
+
+    /// The group as a new coordinator finds it stored: Stable with its members and their
+    /// assignments (each member's session starting `now`), or Empty.
+    pub fn restore(id: &str, stored: StoredGroup, now: Instant) -> Self {
+        let mut group = Self::new(id, now);
+        group.generation = stored.generation;
+        group.protocol_type = Some(stored.protocol_type);
+        group.protocol_name = stored.protocol;
+        for (seq, m) in stored.members.into_iter().enumerate() {
+            let protocols = group
+                .protocol_name
+                .clone()
+                .map(|name| vec![(name, m.subscription)])
+                .unwrap_or_default();
+            let mut member = Member {
+                member_id: m.member_id.clone(),
+                group_instance_id: m.group_instance_id.clone(),
+                client_id: m.client_id,
+                client_host: m.client_host,
+                session_timeout_ms: m.session_timeout_ms,
+                rebalance_timeout_ms: m.rebalance_timeout_ms,
+                protocol_type: group.protocol_type.clone().unwrap_or_default(),
+                protocols,
+                assignment: m.assignment,
+                joined_seq: seq as u64,
+                awaiting_join: None,
+                awaiting_sync: None,
+                heartbeat_deadline: now,
+                is_new: false,
+            };
+            member.refresh_session(now);
+            if let Some(instance) = m.group_instance_id {
+                group.static_members.insert(instance, m.member_id.clone());
+            }
+            group.members.insert(m.member_id, member);
+        }
+        group.next_seq = group.members.len() as u64;
+        if group.members.is_empty() {
+            group.protocol_name = None;
+        } else {
+            group.state = GroupState::Stable;
+            group.leader = stored
+                .leader
+                .filter(|l| group.members.contains_key(l))
+                .or_else(|| group.ordered_members().first().map(|m| m.member_id.clone()));
+        }
+        group.stored = Some((group.generation, group.state));
+        group
+    }
+
+    /// The group's membership to store, if it settled in a generation not stored yet:
+    /// Stable once the leader's assignment arrived, or Empty after its members left.
+    /// Kafka's coordinator stores the same two moments.
+    pub fn unstored(&mut self, now_ms: i64) -> Option<StoredGroup> {
+        let settled = matches!(self.state, GroupState::Stable | GroupState::Empty);
+        let point = (self.generation, self.state);
+        if !settled || self.generation == 0 || self.stored == Some(point) {
+            return None;
+        }
+        self.stored = Some(point);
+        let protocol = self.protocol_name.clone().unwrap_or_default();
+        Some(StoredGroup {
+            protocol_type: self.protocol_type.clone().unwrap_or_default(),
+            generation: self.generation,
+            protocol: self.protocol_name.clone(),
+            leader: self.leader.clone(),
+            current_state_timestamp: now_ms,
+            members: self
+                .ordered_members()
+                .into_iter()
+                .map(|m| StoredMember {
+                    member_id: m.member_id.clone(),
+                    group_instance_id: m.group_instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    rebalance_timeout_ms: m.rebalance_timeout_ms,
+                    session_timeout_ms: m.session_timeout_ms,
+                    subscription: m.metadata(&protocol),
+                    assignment: m.assignment.clone(),
+                })
+                .collect(),
+        })
     }
 
     /// Since when the group has had no members, if it has none: its offsets expire a
@@ -1039,5 +1127,71 @@ pub(super) mod tests {
         group.leave(&member, None, start + 5 * second).unwrap();
         assert_eq!(group.state, GroupState::Empty);
         assert_eq!(group.empty_since(), Some(start + 5 * second));
+    }
+
+    fn member_of(reply: Reply<JoinOutcome>) -> String {
+        match reply {
+            Reply::Wait(mut rx) => rx.try_recv().expect("join completed").member_id,
+            Reply::Now(outcome) => panic!("join failed: {:?}", outcome.error),
+        }
+    }
+
+    #[test]
+    fn a_settled_generation_is_stored_once_and_restores_to_the_same_group() {
+        let now = Instant::now();
+        let mut group = Group::new("g", now);
+        assert_eq!(group.unstored(1), None, "a new group has nothing to store");
+        let member = member_of(group.join(join_params("", 0), now));
+        assert_eq!(group.unstored(1), None, "not settled while completing");
+        let sync = SyncParams {
+            member_id: member.clone(),
+            group_instance_id: None,
+            generation_id: 1,
+            protocol_type: None,
+            protocol_name: None,
+            assignments: vec![(member.clone(), Bytes::from_static(b"partitions"))],
+        };
+        assert!(matches!(group.sync(sync.clone(), now), Reply::Wait(_)));
+        let stored = group.unstored(1_000).expect("stable in generation 1");
+        assert_eq!(group.unstored(2_000), None, "stored once");
+        assert_eq!(
+            (stored.generation, stored.leader.as_deref()),
+            (1, Some(member.as_str()))
+        );
+        assert_eq!(
+            stored.members[0].assignment,
+            Bytes::from_static(b"partitions")
+        );
+
+        // A new coordinator restores it: the member heartbeats and syncs in its
+        // generation and gets its assignment back; nothing is stored again.
+        let later = now + Duration::from_secs(60);
+        let mut restored = Group::restore("g", stored.clone(), later);
+        assert_eq!(restored.state, GroupState::Stable);
+        assert_eq!(restored.heartbeat(&member, None, 1, later), Ok(()));
+        match restored.sync(sync, later) {
+            Reply::Now(Ok((_, protocol, assignment))) => {
+                assert_eq!(protocol.as_deref(), Some("range"));
+                assert_eq!(assignment, Bytes::from_static(b"partitions"));
+            }
+            _ => panic!("a restored member's sync is answered at once"),
+        }
+        assert_eq!(restored.unstored(3_000), None);
+        assert_eq!(
+            restored.next_deadline(),
+            Some(later + Duration::from_secs(10)),
+            "the member's session starts at the restore"
+        );
+
+        // The last member leaving settles an empty generation, which is stored too and
+        // restores as an empty group that keeps its generation.
+        restored.leave(&member, None, later).unwrap();
+        let empty = restored.unstored(4_000).expect("empty in generation 2");
+        assert_eq!((empty.generation, empty.members.len()), (2, 0));
+        let back = Group::restore("g", empty, later);
+        assert_eq!(
+            (back.state, back.generation, back.member_count()),
+            (GroupState::Empty, 2, 0)
+        );
     }
 }

@@ -10,6 +10,14 @@
 //! deadline and exits when the group has none, so an idle group costs no task and no
 //! polling.
 //!
+//! On a cluster each group's membership is stored in `__consumer_offsets` whenever a
+//! rebalance settles (Stable with the leader's assignment, or Empty), as Kafka's
+//! coordinator stores it, and a broker that takes the partition over restores its
+//! groups: members go on heartbeating and committing in their generation instead of
+//! rejoining. The record is appended before the members learn anything more from this
+//! coordinator but not waited for; if it is lost with a dying leader, the next
+//! coordinator has an older generation and the members rejoin, as they would without it.
+//!
 //! Committed offsets expire as in Kafka since 2.1 (KIP-211), so that group ids used once
 //! do not grow memory and disk without bound: see [`GroupCoordinator::expire_offsets`].
 
@@ -51,6 +59,36 @@ struct GroupEntry {
     group: Mutex<Group>,
     wake: Notify,
     timer_running: AtomicBool,
+    /// The partition of `__consumer_offsets` its changes go to (`None` on a standalone
+    /// node); an entry lives only while this broker leads that partition.
+    partition: Option<Arc<Partition>>,
+}
+
+impl GroupEntry {
+    fn new(group: Group, partition: Option<Arc<Partition>>) -> Arc<Self> {
+        Arc::new(Self {
+            group: Mutex::new(group),
+            wake: Notify::new(),
+            timer_running: AtomicBool::new(false),
+            partition,
+        })
+    }
+
+    /// Stores the group's membership if it settled in a new generation. A failed append
+    /// is logged: the members then rejoin the next coordinator, nothing worse.
+    fn store_settled(&self, offsets: &OffsetStore, group: &mut Group) {
+        let Some(partition) = &self.partition else {
+            return;
+        };
+        let Some(membership) = group.unstored(crate::now_ms()) else {
+            return;
+        };
+        let generation = membership.generation;
+        let journal = GroupCoordinator::journal(Some(partition.clone()));
+        if let Err(e) = offsets.store_membership(&group.id, Some(membership), journal) {
+            tracing::warn!(group = %group.id, generation, error = ?e, "storing the group's membership failed; its members will rejoin the next coordinator");
+        }
+    }
 }
 
 /// Coordinator of all groups of this broker.
@@ -58,7 +96,7 @@ struct GroupEntry {
 pub struct GroupCoordinator {
     config: CoordinatorConfig,
     groups: Mutex<HashMap<String, Arc<GroupEntry>>>,
-    offsets: OffsetStore,
+    offsets: Arc<OffsetStore>,
     /// On a cluster broker, the partitions of `__consumer_offsets` it leads; `None` on a
     /// standalone node, which coordinates every group.
     offsets_partitions: Option<Mutex<OffsetsPartitions>>,
@@ -85,7 +123,7 @@ impl GroupCoordinator {
         Ok(Self {
             config,
             groups: Mutex::new(HashMap::new()),
-            offsets: OffsetStore::open(offsets_dir)?,
+            offsets: Arc::new(OffsetStore::open(offsets_dir)?),
             offsets_partitions: None,
             started: Instant::now(),
         })
@@ -97,7 +135,7 @@ impl GroupCoordinator {
         Self {
             config,
             groups: Mutex::new(HashMap::new()),
-            offsets: OffsetStore::in_memory(),
+            offsets: Arc::new(OffsetStore::in_memory()),
             offsets_partitions: Some(Mutex::new(OffsetsPartitions::default())),
             started: Instant::now(),
         }
@@ -168,16 +206,38 @@ impl GroupCoordinator {
             }
         };
         let mut partitions = partitions.lock();
-        let groups = self.offsets.load(|g| partitions.holds(index, g), changes);
+        let (groups, memberships) = self.offsets.load(|g| partitions.holds(index, g), changes);
+        let restored = memberships.len();
+        let now = Instant::now();
+        let entries: Vec<Arc<GroupEntry>> = memberships
+            .into_iter()
+            .map(|(id, membership)| {
+                GroupEntry::new(
+                    Group::restore(&id, membership, now),
+                    Some(partition.clone()),
+                )
+            })
+            .collect();
+        {
+            let mut map = self.groups.lock();
+            for entry in &entries {
+                let id = entry.group.lock().id.clone();
+                map.insert(id, entry.clone());
+            }
+        }
         if partitions.loaded(index, partition, leader_epoch) {
+            for entry in &entries {
+                self.arm_timer(entry, false);
+            }
             tracing::info!(
                 partition = index,
                 groups,
+                restored,
                 elapsed_ms = started.elapsed().as_millis() as u64,
                 "coordinating the groups of __consumer_offsets partition"
             );
         } else {
-            self.offsets.unload(|g| partitions.holds(index, g));
+            self.forget_groups(|g| partitions.holds(index, g));
         }
     }
 
@@ -252,17 +312,15 @@ impl GroupCoordinator {
         self.groups.lock().get(group_id).cloned()
     }
 
-    fn entry_or_create(&self, group_id: &str) -> Arc<GroupEntry> {
+    fn entry_or_create(
+        &self,
+        group_id: &str,
+        partition: Option<Arc<Partition>>,
+    ) -> Arc<GroupEntry> {
         self.groups
             .lock()
             .entry(group_id.to_string())
-            .or_insert_with(|| {
-                Arc::new(GroupEntry {
-                    group: Mutex::new(Group::new(group_id, Instant::now())),
-                    wake: Notify::new(),
-                    timer_running: AtomicBool::new(false),
-                })
-            })
+            .or_insert_with(|| GroupEntry::new(Group::new(group_id, Instant::now()), partition))
             .clone()
     }
 
@@ -278,6 +336,12 @@ impl GroupCoordinator {
                 && !self.offsets.has_offsets(group_id)
             {
                 group.mark_dead();
+                if self.offsets.has_membership(group_id) {
+                    let journal = Self::journal(entry.partition.clone());
+                    if let Err(e) = self.offsets.store_membership(group_id, None, journal) {
+                        tracing::warn!(group = group_id, error = ?e, "removing the group's stored membership failed");
+                    }
+                }
                 drop(group);
                 groups.remove(group_id);
             }
@@ -286,9 +350,9 @@ impl GroupCoordinator {
 
     /// Makes sure the group's timer sees its deadlines: starts it if it is not running,
     /// otherwise wakes it when a deadline may have moved earlier (`wake`).
-    fn arm_timer(entry: &Arc<GroupEntry>, wake: bool) {
+    fn arm_timer(&self, entry: &Arc<GroupEntry>, wake: bool) {
         if !entry.timer_running.swap(true, Ordering::AcqRel) {
-            tokio::spawn(run_timer(entry.clone()));
+            tokio::spawn(run_timer(entry.clone(), self.offsets.clone()));
         } else if wake {
             entry.wake.notify_one();
         }
@@ -306,9 +370,10 @@ impl GroupCoordinator {
         if group_id.is_empty() {
             return JoinOutcome::error(ResponseError::InvalidGroupId, &params.member_id);
         }
-        if let Err(e) = self.owner(group_id) {
-            return JoinOutcome::error(e, &params.member_id);
-        }
+        let partition = match self.owner(group_id) {
+            Ok(partition) => partition,
+            Err(e) => return JoinOutcome::error(e, &params.member_id),
+        };
         if let Err(e) = self.validate_session_timeout(params.session_timeout_ms) {
             return JoinOutcome::error(e, &params.member_id);
         }
@@ -316,7 +381,7 @@ impl GroupCoordinator {
         params.initial_rebalance_delay_ms = self.config.initial_rebalance_delay_ms;
         let member_id = params.member_id.clone();
         let entry = if member_id.is_empty() {
-            self.entry_or_create(group_id)
+            self.entry_or_create(group_id, partition)
         } else {
             match self.entry(group_id) {
                 Some(e) => e,
@@ -324,8 +389,13 @@ impl GroupCoordinator {
             }
         };
         tracing::debug!(group = group_id, member = %member_id, "join requested");
-        let reply = entry.group.lock().join(params, Instant::now());
-        Self::arm_timer(&entry, true);
+        let reply = {
+            let mut group = entry.group.lock();
+            let reply = group.join(params, Instant::now());
+            entry.store_settled(&self.offsets, &mut group);
+            reply
+        };
+        self.arm_timer(&entry, true);
         let outcome = match reply {
             Reply::Now(outcome) => outcome,
             Reply::Wait(rx) => rx
@@ -354,8 +424,13 @@ impl GroupCoordinator {
         self.owner(group_id)?;
         let entry = self.entry(group_id).ok_or(ResponseError::UnknownMemberId)?;
         let (member, generation) = (params.member_id.clone(), params.generation_id);
-        let reply = entry.group.lock().sync(params, Instant::now());
-        Self::arm_timer(&entry, true);
+        let reply = {
+            let mut group = entry.group.lock();
+            let reply = group.sync(params, Instant::now());
+            entry.store_settled(&self.offsets, &mut group);
+            reply
+        };
+        self.arm_timer(&entry, true);
         let outcome = match reply {
             Reply::Now(outcome) => outcome,
             Reply::Wait(rx) => rx.await.unwrap_or(Err(ResponseError::UnknownMemberId)),
@@ -380,7 +455,7 @@ impl GroupCoordinator {
             .group
             .lock()
             .heartbeat(member_id, instance, generation, Instant::now());
-        Self::arm_timer(&entry, false);
+        self.arm_timer(&entry, false);
         if let Err(e) = result {
             tracing::debug!(group = group_id, member = member_id, generation, error = ?e, "heartbeat refused");
         }
@@ -404,12 +479,14 @@ impl GroupCoordinator {
                 return Err(ResponseError::CoordinatorNotAvailable);
             }
             let now = Instant::now();
-            members
+            let results = members
                 .iter()
                 .map(|(id, instance)| group.leave(id, instance.as_ref(), now))
-                .collect()
+                .collect();
+            entry.store_settled(&self.offsets, &mut group);
+            results
         };
-        Self::arm_timer(&entry, true);
+        self.arm_timer(&entry, true);
         self.remove_if_unused(group_id);
         Ok(results)
     }
@@ -541,7 +618,7 @@ impl GroupCoordinator {
         }
         groups.remove(group_id);
         drop(groups);
-        if !had_offsets {
+        if !had_offsets && !self.offsets.has_membership(group_id) {
             return Ok(PendingWrite::DONE);
         }
         self.offsets
@@ -650,12 +727,14 @@ impl GroupCoordinator {
     }
 }
 
-/// Serves a group's deadlines until it has none left.
-async fn run_timer(entry: Arc<GroupEntry>) {
+/// Serves a group's deadlines until it has none left, storing the membership of a
+/// rebalance they settle.
+async fn run_timer(entry: Arc<GroupEntry>, offsets: Arc<OffsetStore>) {
     loop {
         let next = {
             let mut group = entry.group.lock();
             group.expire(Instant::now());
+            entry.store_settled(&offsets, &mut group);
             match group.next_deadline() {
                 Some(next) if group.state != GroupState::Dead => next,
                 _ => {

@@ -7,6 +7,7 @@
 
 pub mod classic_group;
 pub mod coordinator;
+pub mod group_metadata;
 pub mod member;
 pub mod offset_store;
 pub mod offsets_partitions;

@@ -6,6 +6,10 @@
 //! coordinator's journal appends them to the group's partition of `__consumer_offsets`
 //! (see `offsets_topic`), whose replicas a new coordinator replays.
 //!
+//! Beside the offsets, a cluster broker keeps the latest membership of each of its
+//! groups as written to `__consumer_offsets` (see `group_metadata`), so that its
+//! snapshots of a partition keep them too; a standalone node keeps none.
+//!
 //! On a standalone node every commit is appended to `group-offsets.log` before the OffsetCommit response is
 //! sent, as one `write` of length-prefixed, CRC32C-checked records. A write that reached
 //! the page cache survives `kill -9`, which is the guarantee Kafka gives for its offsets
@@ -25,6 +29,7 @@ use std::path::{Path, PathBuf};
 use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 
+use super::group_metadata::StoredGroup;
 use crate::BrokerError;
 
 const LOG_FILE: &str = "group-offsets.log";
@@ -55,12 +60,15 @@ pub struct CommittedOffset {
 /// (topic, partition)
 pub type TopicPartition = (String, i32);
 
-/// One change to the stored offsets.
+/// One change to the stored offsets, or to a group's stored membership.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
     Commit(String, TopicPartition, CommittedOffset),
     DeleteOffset(String, TopicPartition),
     DeleteGroup(String),
+    /// A group's membership at the end of a rebalance; `None` once the group is gone.
+    /// Written to `__consumer_offsets` only, never to a standalone node's log.
+    Membership(String, Option<StoredGroup>),
 }
 
 /// The offsets of every group, in memory and in the log.
@@ -77,6 +85,8 @@ struct Inner {
     /// `None` on a cluster broker, whose journal is `__consumer_offsets`.
     local: Option<LocalLog>,
     offsets: Offsets,
+    /// The latest stored membership of each group (cluster brokers only).
+    memberships: HashMap<String, StoredGroup>,
 }
 
 /// The standalone node's `group-offsets.log`.
@@ -100,6 +110,7 @@ impl OffsetStore {
             inner: Mutex::new(Inner {
                 local: None,
                 offsets: HashMap::new(),
+                memberships: HashMap::new(),
             }),
         }
     }
@@ -136,6 +147,7 @@ impl OffsetStore {
                     file_bytes: valid as u64,
                 }),
                 offsets,
+                memberships: HashMap::new(),
             }),
         })
     }
@@ -181,26 +193,58 @@ impl OffsetStore {
             .apply(vec![Change::DeleteGroup(group.to_string())], journal)
     }
 
-    /// Replaces the offsets of the groups `owned` selects with those `changes` (a
-    /// partition of `__consumer_offsets` read from its start) leave: a broker that
-    /// became the partition's leader takes its groups over.
-    pub fn load(&self, owned: impl Fn(&str) -> bool, changes: Vec<Change>) -> usize {
+    /// Replaces the offsets and memberships of the groups `owned` selects with those
+    /// `changes` (a partition of `__consumer_offsets` read from its start) leave: a
+    /// broker that became the partition's leader takes its groups over. Returns how many
+    /// groups have offsets, and the stored membership of each group that has one.
+    pub fn load(
+        &self,
+        owned: impl Fn(&str) -> bool,
+        changes: Vec<Change>,
+    ) -> (usize, Vec<(String, StoredGroup)>) {
         let mut loaded = Offsets::new();
+        let mut memberships = HashMap::new();
         for change in changes {
+            apply_membership(&mut memberships, &change);
             apply_change(&mut loaded, change);
         }
         let mut inner = self.inner.lock();
         inner.offsets.retain(|group, _| !owned(group));
+        inner.memberships.retain(|group, _| !owned(group));
         let groups = loaded.len();
         inner
             .offsets
             .extend(loaded.into_iter().filter(|(group, _)| owned(group)));
-        groups
+        let memberships: Vec<(String, StoredGroup)> = memberships
+            .into_iter()
+            .filter(|(group, _)| owned(group))
+            .collect();
+        inner.memberships.extend(memberships.iter().cloned());
+        (groups, memberships)
     }
 
-    /// Passes the live offsets of the groups `owned` selects to `journal` as commits,
-    /// changing nothing: a snapshot after which a log holding them may start. Returns
-    /// what `journal` returned and how many offsets it was given.
+    /// Writes the membership of `group` at the end of a rebalance (`None`: the group is
+    /// gone) to `journal`.
+    pub fn store_membership<T>(
+        &self,
+        group: &str,
+        membership: Option<StoredGroup>,
+        journal: impl FnOnce(&[Change]) -> Result<T, ResponseError>,
+    ) -> Result<T, ResponseError> {
+        self.inner.lock().apply(
+            vec![Change::Membership(group.to_string(), membership)],
+            journal,
+        )
+    }
+
+    /// Whether a membership of `group` is stored.
+    pub fn has_membership(&self, group: &str) -> bool {
+        self.inner.lock().memberships.contains_key(group)
+    }
+
+    /// Passes the live offsets of the groups `owned` selects to `journal` as commits, and
+    /// their memberships, changing nothing: a snapshot after which a log holding them may
+    /// start. Returns what `journal` returned and how many changes it was given.
     pub fn snapshot<T>(
         &self,
         owned: impl Fn(&str) -> bool,
@@ -216,6 +260,13 @@ impl OffsetStore {
                     .iter()
                     .map(|(tp, c)| Change::Commit(group.clone(), tp.clone(), c.clone()))
             })
+            .chain(
+                inner
+                    .memberships
+                    .iter()
+                    .filter(|(group, _)| owned(group))
+                    .map(|(group, m)| Change::Membership(group.clone(), Some(m.clone()))),
+            )
             .collect();
         let count = changes.len();
         Ok((journal(&changes)?, count))
@@ -225,13 +276,21 @@ impl OffsetStore {
     /// records.
     pub fn live_bytes(&self, owned: impl Fn(&str) -> bool) -> u64 {
         let inner = self.inner.lock();
-        LocalLog::live_bytes(inner.offsets.iter().filter(|(group, _)| owned(group)))
+        let memberships: u64 = inner
+            .memberships
+            .iter()
+            .filter(|(group, _)| owned(group))
+            .map(|(group, m)| membership_bytes(group, m))
+            .sum();
+        LocalLog::live_bytes(inner.offsets.iter().filter(|(group, _)| owned(group))) + memberships
     }
 
     /// Forgets the offsets of the groups `moved` selects: their partition of
     /// `__consumer_offsets` is led elsewhere now.
     pub fn unload(&self, moved: impl Fn(&str) -> bool) {
-        self.inner.lock().offsets.retain(|group, _| !moved(group));
+        let mut inner = self.inner.lock();
+        inner.offsets.retain(|group, _| !moved(group));
+        inner.memberships.retain(|group, _| !moved(group));
     }
 
     /// Deletes the offsets of `group` that `expired` selects (retention), durably: one
@@ -319,6 +378,11 @@ impl Inner {
                         .into_iter()
                         .flat_map(|o| o.keys())
                         .map(|tp| Change::DeleteOffset(group.clone(), tp.clone()))
+                        .chain(
+                            self.memberships
+                                .contains_key(group)
+                                .then(|| Change::Membership(group.clone(), None)),
+                        )
                         .collect(),
                     other => vec![other.clone()],
                 })
@@ -335,6 +399,7 @@ impl Inner {
             })?;
         }
         for change in changes {
+            apply_membership(&mut self.memberships, &change);
             apply_change(&mut self.offsets, change);
         }
         if let Some(local) = &mut self.local {
@@ -351,6 +416,9 @@ impl LocalLog {
         let mut buf = Vec::new();
         for change in changes {
             encode_record(change, &mut buf);
+        }
+        if buf.is_empty() {
+            return Ok(());
         }
         if let Err(e) = self.file.write_all(&buf) {
             // A partial append would leave a torn record before the next one; cut it off.
@@ -422,7 +490,37 @@ fn apply_change(offsets: &mut Offsets, change: Change) {
         Change::DeleteGroup(group) => {
             offsets.remove(&group);
         }
+        Change::Membership(..) => {}
     }
+}
+
+/// Keeps the latest membership of each group that `change` touches.
+fn apply_membership(memberships: &mut HashMap<String, StoredGroup>, change: &Change) {
+    match change {
+        Change::Membership(group, Some(m)) => {
+            memberships.insert(group.clone(), m.clone());
+        }
+        Change::Membership(group, None) | Change::DeleteGroup(group) => {
+            memberships.remove(group);
+        }
+        Change::Commit(..) | Change::DeleteOffset(..) => {}
+    }
+}
+
+/// About how many bytes a membership takes as a record.
+fn membership_bytes(group: &str, m: &StoredGroup) -> u64 {
+    let members: usize = m
+        .members
+        .iter()
+        .map(|member| {
+            32 + member.member_id.len()
+                + member.client_id.len()
+                + member.client_host.len()
+                + member.subscription.len()
+                + member.assignment.len()
+        })
+        .sum();
+    (64 + group.len() + m.protocol_type.len() + members) as u64
 }
 
 /// Applies every whole, CRC-valid record of `bytes`; returns the length of that prefix.
@@ -454,6 +552,8 @@ fn put_str(buf: &mut Vec<u8>, s: &str) {
     buf.extend_from_slice(bytes);
 }
 
+/// Appends the record of `change` to `buf`; a membership has none, since a standalone
+/// node keeps no memberships (its members rejoin after a restart).
 fn encode_record(change: &Change, buf: &mut Vec<u8>) {
     let header_at = buf.len();
     buf.extend_from_slice(&[0; RECORD_HEADER]);
@@ -477,6 +577,10 @@ fn encode_record(change: &Change, buf: &mut Vec<u8>) {
         Change::DeleteGroup(group) => {
             buf.push(KIND_DELETE_GROUP);
             put_str(buf, group);
+        }
+        Change::Membership(..) => {
+            buf.truncate(header_at);
+            return;
         }
     }
     let body = &buf[header_at + RECORD_HEADER..];

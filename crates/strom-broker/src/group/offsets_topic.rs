@@ -7,19 +7,19 @@
 //! that leads that partition coordinates the group, as in Kafka. Each offset is one
 //! record keyed by (group, topic, partition); deleting it writes a tombstone (a null
 //! value) for the same key, so the latest record of each key is the offset's state.
+//! A group's membership is one record keyed by the group (`group_metadata`).
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::records::RecordBatchDecoder;
 use strom_wire::FieldReader;
 
+use super::group_metadata::{self, GROUP_METADATA_KEY_V2};
 use super::offset_store::{Change, CommittedOffset};
 
 /// The internal topic's name.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
-/// Key versions 0 and 1 are an offset commit; 2 is a group's metadata, which strom does
-/// not write (members rejoin a new coordinator) and skips, as any other key, when it
-/// reads one.
+/// Key versions 0 and 1 are an offset commit; 2 is a group's metadata.
 const OFFSET_COMMIT_KEY_V1: i16 = 1;
 /// Value version 3: offset, leader epoch, metadata, commit timestamp.
 const OFFSET_COMMIT_VALUE_V3: i16 = 3;
@@ -49,6 +49,10 @@ pub fn encode(changes: &[Change], now_ms: i64) -> Bytes {
             Some((Some(key(group, topic, *partition)), None))
         }
         Change::DeleteGroup(_) => None,
+        Change::Membership(group, membership) => Some((
+            Some(group_metadata::key(group)),
+            membership.as_ref().map(group_metadata::value),
+        )),
     });
     strom_wire::records::plain_batch(records, now_ms, 0)
 }
@@ -72,17 +76,22 @@ pub fn decode(mut batches: Bytes) -> Result<(Vec<Change>, i64), String> {
         let set = RecordBatchDecoder::decode(&mut batches).map_err(|e| e.to_string())?;
         for record in set.records.iter().filter(|r| !r.control) {
             let Some(key) = &record.key else { continue };
-            let Some((group, topic, partition)) = decode_key(key) else {
-                continue;
-            };
-            let tp = (topic, partition);
-            match &record.value {
-                None => changes.push(Change::DeleteOffset(group, tp)),
-                Some(value) => {
+            match (decode_key(key), &record.value) {
+                (Some(Key::Offset(group, tp)), None) => {
+                    changes.push(Change::DeleteOffset(group, tp));
+                }
+                (Some(Key::Offset(group, tp)), Some(value)) => {
                     if let Some(c) = decode_value(value) {
                         changes.push(Change::Commit(group, tp, c));
                     }
                 }
+                (Some(Key::Group(group)), None) => changes.push(Change::Membership(group, None)),
+                (Some(Key::Group(group)), Some(value)) => {
+                    if let Some(m) = group_metadata::decode_value(value) {
+                        changes.push(Change::Membership(group, Some(m)));
+                    }
+                }
+                (None, _) => {}
             }
         }
     }
@@ -114,11 +123,19 @@ fn value(c: &CommittedOffset) -> Bytes {
     buf.freeze()
 }
 
-/// (group, topic, partition) of an offset commit key (versions 0 and 1 are the same).
-fn decode_key(key: &[u8]) -> Option<(String, String, i32)> {
+/// What a record of the topic is about.
+enum Key {
+    /// An offset commit (key versions 0 and 1 are the same): group, (topic, partition).
+    Offset(String, (String, i32)),
+    /// A group's metadata.
+    Group(String),
+}
+
+fn decode_key(key: &[u8]) -> Option<Key> {
     let mut r = FieldReader(key);
     match r.i16()? {
-        0 | OFFSET_COMMIT_KEY_V1 => Some((r.string()?, r.string()?, r.i32()?)),
+        0 | OFFSET_COMMIT_KEY_V1 => Some(Key::Offset(r.string()?, (r.string()?, r.i32()?))),
+        GROUP_METADATA_KEY_V2 => Some(Key::Group(r.string()?)),
         _ => None,
     }
 }
@@ -164,10 +181,20 @@ mod tests {
             metadata: "m".to_string(),
             commit_timestamp: 1_700_000_000_000,
         };
+        let membership = group_metadata::StoredGroup {
+            protocol_type: "consumer".into(),
+            generation: 4,
+            protocol: Some("range".into()),
+            leader: None,
+            current_state_timestamp: 5,
+            members: Vec::new(),
+        };
         let changes = vec![
             Change::Commit("g".into(), ("t".into(), 0), c.clone()),
+            Change::Membership("g".into(), Some(membership)),
             Change::Commit("g".into(), ("t".into(), 1), c.clone()),
             Change::DeleteOffset("g".into(), ("t".into(), 0)),
+            Change::Membership("g".into(), None),
         ];
         let mut log = BytesMut::new();
         log.extend_from_slice(&encode(&changes, 1));
