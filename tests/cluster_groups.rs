@@ -174,14 +174,7 @@ fn committed_offsets_survive_the_kill_of_their_coordinator() {
 
     // SIGKILL of the coordinator: another replica leads the partition, loads it and
     // answers for the group with the same offsets.
-    cluster.kill9(coordinating).unwrap();
-    let survivor = cluster.broker_other_than(coordinating);
-    assert!(
-        wait_until(TIMEOUT, || coordinator(&survivor, GROUP)
-            .is_ok_and(|c| c != coordinating)),
-        "a new coordinator: {:?}",
-        coordinator(&survivor, GROUP)
-    );
+    let (survivor, _) = kill_coordinator(&mut cluster, coordinating, GROUP);
     assert!(
         wait_until(TIMEOUT, || committed(&survivor) == Some(vec![5, 6, 7])),
         "the offsets at the new coordinator: {:?}",
@@ -293,15 +286,7 @@ fn a_member_keeps_its_generation_when_its_coordinator_is_killed() {
 
     // SIGKILL of the coordinator. The new one restored the group: the member's
     // heartbeats and commits are accepted in its generation, with no new rebalance.
-    cluster.kill9(coordinating).unwrap();
-    let survivor = cluster.broker_other_than(coordinating);
-    assert!(
-        wait_until(TIMEOUT, || coordinator(&survivor, GROUP)
-            .is_ok_and(|c| c != coordinating)),
-        "a new coordinator: {:?}",
-        coordinator(&survivor, GROUP)
-    );
-    let new_coordinator = coordinator(&survivor, GROUP).unwrap();
+    let (_, new_coordinator) = kill_coordinator(&mut cluster, coordinating, GROUP);
     assert!(
         wait_until(TIMEOUT, || {
             member.poll(Duration::from_millis(100));
@@ -331,6 +316,22 @@ fn a_member_keeps_its_generation_when_its_coordinator_is_killed() {
         [4, 5, 6].map(Offset::Offset),
         "the commit at the new coordinator"
     );
+}
+
+/// SIGKILL of `group`'s coordinator `coordinating`; waits until another broker
+/// coordinates the group and returns a surviving broker's address and the new
+/// coordinator's id.
+fn kill_coordinator(cluster: &mut TestCluster, coordinating: i32, group: &str) -> (String, i32) {
+    cluster.kill9(coordinating).unwrap();
+    let survivor = cluster.broker_other_than(coordinating);
+    assert!(
+        wait_until(TIMEOUT, || coordinator(&survivor, group)
+            .is_ok_and(|c| c != coordinating)),
+        "a new coordinator: {:?}",
+        coordinator(&survivor, group)
+    );
+    let new_coordinator = coordinator(&survivor, group).unwrap();
+    (survivor, new_coordinator)
 }
 
 /// The client address of node `id`.

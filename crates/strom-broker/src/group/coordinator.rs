@@ -74,6 +74,16 @@ impl GroupEntry {
         })
     }
 
+    /// Runs `change` on the group under its lock, then stores the group's membership if
+    /// the change settled it in a new generation: every change of a group goes through
+    /// here, so no settled generation goes unstored.
+    fn change<R>(&self, offsets: &OffsetStore, change: impl FnOnce(&mut Group) -> R) -> R {
+        let mut group = self.group.lock();
+        let result = change(&mut group);
+        self.store_settled(offsets, &mut group);
+        result
+    }
+
     /// Stores the group's membership if it settled in a new generation. A failed append
     /// is logged: the members then rejoin the next coordinator, nothing worse.
     fn store_settled(&self, offsets: &OffsetStore, group: &mut Group) {
@@ -266,10 +276,10 @@ impl GroupCoordinator {
                 .offsets
                 .snapshot(holds, |changes| Snapshot::append(index, partition, changes))
             {
-                Ok((snapshot, offsets)) => {
+                Ok((snapshot, records)) => {
                     tracing::debug!(
                         partition = index,
-                        offsets,
+                        records,
                         size,
                         "snapshot of __consumer_offsets partition"
                     );
@@ -389,12 +399,7 @@ impl GroupCoordinator {
             }
         };
         tracing::debug!(group = group_id, member = %member_id, "join requested");
-        let reply = {
-            let mut group = entry.group.lock();
-            let reply = group.join(params, Instant::now());
-            entry.store_settled(&self.offsets, &mut group);
-            reply
-        };
+        let reply = entry.change(&self.offsets, |g| g.join(params, Instant::now()));
         self.arm_timer(&entry, true);
         let outcome = match reply {
             Reply::Now(outcome) => outcome,
@@ -424,12 +429,7 @@ impl GroupCoordinator {
         self.owner(group_id)?;
         let entry = self.entry(group_id).ok_or(ResponseError::UnknownMemberId)?;
         let (member, generation) = (params.member_id.clone(), params.generation_id);
-        let reply = {
-            let mut group = entry.group.lock();
-            let reply = group.sync(params, Instant::now());
-            entry.store_settled(&self.offsets, &mut group);
-            reply
-        };
+        let reply = entry.change(&self.offsets, |g| g.sync(params, Instant::now()));
         self.arm_timer(&entry, true);
         let outcome = match reply {
             Reply::Now(outcome) => outcome,
@@ -473,19 +473,16 @@ impl GroupCoordinator {
         }
         self.owner(group_id)?;
         let entry = self.entry(group_id).ok_or(ResponseError::UnknownMemberId)?;
-        let results = {
-            let mut group = entry.group.lock();
+        let results = entry.change(&self.offsets, |group| {
             if group.state == GroupState::Dead {
                 return Err(ResponseError::CoordinatorNotAvailable);
             }
             let now = Instant::now();
-            let results = members
+            Ok(members
                 .iter()
                 .map(|(id, instance)| group.leave(id, instance.as_ref(), now))
-                .collect();
-            entry.store_settled(&self.offsets, &mut group);
-            results
-        };
+                .collect())
+        })?;
         self.arm_timer(&entry, true);
         self.remove_if_unused(group_id);
         Ok(results)
@@ -731,17 +728,20 @@ impl GroupCoordinator {
 /// rebalance they settle.
 async fn run_timer(entry: Arc<GroupEntry>, offsets: Arc<OffsetStore>) {
     loop {
-        let next = {
-            let mut group = entry.group.lock();
+        // The timer stops under the group's lock, so that a deadline set after it looked
+        // finds it stopped and starts a new one.
+        let next = entry.change(&offsets, |group| {
             group.expire(Instant::now());
-            entry.store_settled(&offsets, &mut group);
-            match group.next_deadline() {
-                Some(next) if group.state != GroupState::Dead => next,
-                _ => {
-                    entry.timer_running.store(false, Ordering::Release);
-                    return;
-                }
+            let next = group
+                .next_deadline()
+                .filter(|_| group.state != GroupState::Dead);
+            if next.is_none() {
+                entry.timer_running.store(false, Ordering::Release);
             }
+            next
+        });
+        let Some(next) = next else {
+            return;
         };
         tokio::select! {
             _ = tokio::time::sleep_until(next) => {}
