@@ -16,21 +16,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::client::create_replicated_topic;
+use common::client::{create_replicated_topic, describe_group, Assignments};
 use common::cluster::TestCluster;
 use common::raw::{batch, Conn};
 use common::wait_until;
-use kafka_protocol::messages::{
-    ApiKey, DescribeGroupsRequest, DescribeGroupsResponse, FindCoordinatorRequest,
-    FindCoordinatorResponse, GroupId,
-};
+use kafka_protocol::messages::{ApiKey, FindCoordinatorRequest, FindCoordinatorResponse};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use rdkafka::ClientContext;
 use rdkafka::{Offset, TopicPartitionList};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -211,39 +207,6 @@ fn committed_offsets_survive_the_kill_of_their_coordinator() {
         "the offsets after the old coordinator returned: {:?}",
         committed(&cluster.bootstrap())
     );
-}
-
-/// Counts the assignments librdkafka hands the member: one per rebalance it takes part in.
-#[derive(Default)]
-struct Assignments(Arc<AtomicUsize>);
-
-impl ClientContext for Assignments {}
-
-impl ConsumerContext for Assignments {
-    fn post_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        if let Rebalance::Assign(_) = rebalance {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-}
-
-/// DescribeGroups (v5) of `group` at `addr`: (state, member ids).
-fn describe_group(addr: &str, group: &str) -> (String, Vec<String>) {
-    let response: DescribeGroupsResponse = Conn::connect(addr).call(
-        ApiKey::DescribeGroups,
-        5,
-        &DescribeGroupsRequest::default()
-            .with_groups(vec![GroupId(StrBytes::from_string(group.to_string()))]),
-    );
-    let described = &response.groups[0];
-    (
-        described.group_state.to_string(),
-        described
-            .members
-            .iter()
-            .map(|m| m.member_id.to_string())
-            .collect(),
-    )
 }
 
 #[test]

@@ -12,12 +12,13 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use common::client::create_topic;
+use common::client::{describe_group, Assignments};
 use common::{run_server_expecting_exit, test_file, StromBroker};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
@@ -449,6 +450,74 @@ fn committed_offsets_survive_a_restart_and_kill_9() {
     for (p, offset) in first {
         assert_eq!(offset, by_members[p as usize].max(0), "partition {p}");
     }
+}
+
+/// A standalone node stores each settled group in its offsets log, so after a `kill -9`
+/// and restart a member that heartbeats within its session goes on in its generation:
+/// its commit is accepted and it is not assigned again.
+#[test]
+fn a_member_keeps_its_generation_across_a_kill_9_of_the_broker() {
+    const GROUP: &str = "steady";
+    let mut broker = StromBroker::start(&[]);
+    let bootstrap = broker.bootstrap();
+    create_topic(&bootstrap, "kept", 3);
+    let offsets = |values: [i64; 3]| {
+        let mut list = TopicPartitionList::new();
+        for (p, v) in values.into_iter().enumerate() {
+            list.add_partition_offset("kept", p as i32, Offset::Offset(v))
+                .expect("offset");
+        }
+        list
+    };
+    let assignments = Arc::new(AtomicUsize::new(0));
+    let member: BaseConsumer<Assignments> = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("group.id", GROUP)
+        .set("enable.auto.commit", "false")
+        .set("session.timeout.ms", "10000")
+        .set("heartbeat.interval.ms", "500")
+        .create_with_context(Assignments(assignments.clone()))
+        .expect("consumer");
+    member.subscribe(&["kept"]).expect("subscribe");
+    wait_for(
+        "an assignment of every partition and a commit",
+        || {
+            member.poll(Duration::from_millis(100));
+            member.assignment().is_ok_and(|a| a.count() == 3)
+                && member.commit(&offsets([1, 2, 3]), CommitMode::Sync).is_ok()
+        },
+        || format!("{:?}", describe_group(&bootstrap, GROUP)),
+    );
+    assert_eq!(assignments.load(Ordering::SeqCst), 1);
+    let (state, members) = describe_group(&bootstrap, GROUP);
+    assert_eq!((state.as_str(), members.len()), ("Stable", 1));
+
+    broker.kill9();
+    broker.restart();
+    assert_eq!(
+        describe_group(&bootstrap, GROUP),
+        ("Stable".to_string(), members.clone()),
+        "the group as it settled before the kill"
+    );
+    wait_for(
+        "a commit after the restart",
+        || {
+            member.poll(Duration::from_millis(100));
+            member.commit(&offsets([4, 5, 6]), CommitMode::Sync).is_ok()
+        },
+        || format!("{:?}", describe_group(&bootstrap, GROUP)),
+    );
+    assert_eq!(
+        assignments.load(Ordering::SeqCst),
+        1,
+        "the member was not made to rejoin"
+    );
+    assert_eq!(
+        describe_group(&bootstrap, GROUP),
+        ("Stable".to_string(), members),
+        "the same member, stable"
+    );
+    assert_eq!(committed(&bootstrap, GROUP, "kept"), vec![4, 5, 6]);
 }
 
 /// `offsets.retention.minutes` and `offsets.retention.check.interval.ms` are understood:

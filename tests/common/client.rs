@@ -80,3 +80,43 @@ pub fn send_waiting<'a, K, P, C>(
     }
     producer.poll(Duration::ZERO);
 }
+
+/// Counts the assignments a member is given.
+pub struct Assignments(pub std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl rdkafka::ClientContext for Assignments {}
+
+impl rdkafka::consumer::ConsumerContext for Assignments {
+    fn post_rebalance(
+        &self,
+        _: &rdkafka::consumer::BaseConsumer<Self>,
+        rebalance: &rdkafka::consumer::Rebalance<'_>,
+    ) {
+        if let rdkafka::consumer::Rebalance::Assign(_) = rebalance {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+}
+
+/// DescribeGroups (v5) of `group` at `addr`: (state, member ids).
+pub fn describe_group(addr: &str, group: &str) -> (String, Vec<String>) {
+    use kafka_protocol::messages::{
+        ApiKey, DescribeGroupsRequest, DescribeGroupsResponse, GroupId,
+    };
+    let response: DescribeGroupsResponse = super::raw::Conn::connect(addr).call(
+        ApiKey::DescribeGroups,
+        5,
+        &DescribeGroupsRequest::default().with_groups(vec![GroupId(
+            kafka_protocol::protocol::StrBytes::from_string(group.to_string()),
+        )]),
+    );
+    let described = &response.groups[0];
+    (
+        described.group_state.to_string(),
+        described
+            .members
+            .iter()
+            .map(|m| m.member_id.to_string())
+            .collect(),
+    )
+}

@@ -35,6 +35,7 @@ use tokio::time::Instant;
 use super::classic_group::{
     Group, GroupDescription, GroupState, JoinOutcome, JoinParams, Reply, SyncOutcome, SyncParams,
 };
+use super::group_metadata::StoredGroup;
 use super::offset_store::{Change, CommittedOffset, OffsetStore, TopicPartition, COMPACT_RATIO};
 use super::offsets_partitions::{self, OffsetsPartitions, PendingWrite, Snapshot};
 use super::subscription::subscribed_topics;
@@ -85,16 +86,14 @@ impl GroupEntry {
     }
 
     /// Stores the group's membership if it settled in a new generation. A failed append
-    /// is logged: the members then rejoin the next coordinator, nothing worse.
+    /// is logged: the members then rejoin the next coordinator (or the restarted node),
+    /// nothing worse.
     fn store_settled(&self, offsets: &OffsetStore, group: &mut Group) {
-        let Some(partition) = &self.partition else {
-            return;
-        };
         let Some(membership) = group.unstored(crate::now_ms()) else {
             return;
         };
         let generation = membership.generation;
-        let journal = GroupCoordinator::journal(Some(partition.clone()));
+        let journal = GroupCoordinator::journal(self.partition.clone());
         if let Err(e) = offsets.store_membership(&group.id, Some(membership), journal) {
             tracing::warn!(group = %group.id, generation, error = ?e, "storing the group's membership failed; its members will rejoin the next coordinator");
         }
@@ -128,15 +127,26 @@ pub struct ListedGroup {
 }
 
 impl GroupCoordinator {
-    /// Opens the coordinator, reloading committed offsets from `offsets_dir`.
+    /// Opens the coordinator of a standalone node, reloading committed offsets and
+    /// memberships from `offsets_dir`: each stored group is restored as it settled, its
+    /// members' sessions starting now, so members that come back within their session
+    /// go on in their generation and the others expire as they would have.
     pub fn open(config: CoordinatorConfig, offsets_dir: &Path) -> Result<Self, BrokerError> {
-        Ok(Self {
+        let coordinator = Self {
             config,
             groups: Mutex::new(HashMap::new()),
             offsets: Arc::new(OffsetStore::open(offsets_dir)?),
             offsets_partitions: None,
             started: Instant::now(),
-        })
+        };
+        let entries = coordinator.restore_groups(coordinator.offsets.memberships(), None);
+        for entry in &entries {
+            coordinator.arm_timer(entry, false);
+        }
+        if !entries.is_empty() {
+            tracing::info!(groups = entries.len(), "restored stored group memberships");
+        }
+        Ok(coordinator)
     }
 
     /// The coordinator of a cluster broker: it coordinates no group until it leads
@@ -149,6 +159,28 @@ impl GroupCoordinator {
             offsets_partitions: Some(Mutex::new(OffsetsPartitions::default())),
             started: Instant::now(),
         }
+    }
+
+    /// Restores the stored `memberships` as groups whose changes go to `partition`;
+    /// the caller arms their timers once it is sure to coordinate them.
+    fn restore_groups(
+        &self,
+        memberships: Vec<(String, StoredGroup)>,
+        partition: Option<Arc<Partition>>,
+    ) -> Vec<Arc<GroupEntry>> {
+        let now = Instant::now();
+        let entries: Vec<Arc<GroupEntry>> = memberships
+            .into_iter()
+            .map(|(id, membership)| {
+                GroupEntry::new(Group::restore(&id, membership, now), partition.clone())
+            })
+            .collect();
+        let mut map = self.groups.lock();
+        for entry in &entries {
+            let id = entry.group.lock().id.clone();
+            map.insert(id, entry.clone());
+        }
+        entries
     }
 
     /// Where changes of `group_id` are appended (`None` on a standalone node), or
@@ -218,23 +250,7 @@ impl GroupCoordinator {
         let mut partitions = partitions.lock();
         let (groups, memberships) = self.offsets.load(|g| partitions.holds(index, g), changes);
         let restored = memberships.len();
-        let now = Instant::now();
-        let entries: Vec<Arc<GroupEntry>> = memberships
-            .into_iter()
-            .map(|(id, membership)| {
-                GroupEntry::new(
-                    Group::restore(&id, membership, now),
-                    Some(partition.clone()),
-                )
-            })
-            .collect();
-        {
-            let mut map = self.groups.lock();
-            for entry in &entries {
-                let id = entry.group.lock().id.clone();
-                map.insert(id, entry.clone());
-            }
-        }
+        let entries = self.restore_groups(memberships, Some(partition.clone()));
         if partitions.loaded(index, partition, leader_epoch) {
             for entry in &entries {
                 self.arm_timer(entry, false);

@@ -137,10 +137,11 @@ fn put_bytes(buf: &mut BytesMut, bytes: &[u8]) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn group() -> StoredGroup {
+    /// A stored group of two members, one of them static.
+    pub(in crate::group) fn group() -> StoredGroup {
         StoredGroup {
             protocol_type: "consumer".into(),
             generation: 7,

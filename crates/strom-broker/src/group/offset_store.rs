@@ -6,9 +6,10 @@
 //! coordinator's journal appends them to the group's partition of `__consumer_offsets`
 //! (see `offsets_topic`), whose replicas a new coordinator replays.
 //!
-//! Beside the offsets, a cluster broker keeps the latest membership of each of its
-//! groups as written to `__consumer_offsets` (see `group_metadata`), so that its
-//! snapshots of a partition keep them too; a standalone node keeps none.
+//! Beside the offsets, the store keeps the latest membership of each group (see
+//! `group_metadata`): a cluster broker as written to `__consumer_offsets`, so that its
+//! snapshots of a partition keep them too; a standalone node in its local log, so that
+//! after a restart its groups go on in their generation.
 //!
 //! On a standalone node every commit is appended to `group-offsets.log` before the OffsetCommit response is
 //! sent, as one `write` of length-prefixed, CRC32C-checked records. A write that reached
@@ -17,9 +18,13 @@
 //! or corrupt tail (a crash of the machine mid-write) is cut off at the last whole record.
 //!
 //! The log only grows by appends, so it is compacted like a compacted topic: once it is
-//! several times larger than the live offsets, the live offsets are written to a new file
-//! that replaces the old one atomically (write, fsync, rename). Memory holds only the live
-//! offsets, disk at most a bounded multiple of them.
+//! several times larger than the live offsets and memberships, they are written to a new
+//! file that replaces the old one atomically (write, fsync, rename). Memory holds only
+//! what is live, disk at most a bounded multiple of it.
+//!
+//! Membership records (kinds 4 and 5) are unknown to versions of strom older than them:
+//! such a version stops its replay at the first one and cuts off the rest of the log as a
+//! torn tail, so going back to it loses the commits made after that record.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File, OpenOptions};
@@ -29,7 +34,7 @@ use std::path::{Path, PathBuf};
 use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 
-use super::group_metadata::StoredGroup;
+use super::group_metadata::{self, StoredGroup};
 use crate::BrokerError;
 
 const LOG_FILE: &str = "group-offsets.log";
@@ -47,6 +52,10 @@ pub const COMPACT_RATIO: u64 = 4;
 const KIND_COMMIT: u8 = 1;
 const KIND_DELETE_OFFSET: u8 = 2;
 const KIND_DELETE_GROUP: u8 = 3;
+/// A group's membership: its GroupMetadata value (v3), as in `__consumer_offsets`.
+const KIND_MEMBERSHIP: u8 = 4;
+/// A group's membership is gone.
+const KIND_MEMBERSHIP_GONE: u8 = 5;
 
 /// A committed offset with what the client attached to it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,7 +76,6 @@ pub enum Change {
     DeleteOffset(String, TopicPartition),
     DeleteGroup(String),
     /// A group's membership at the end of a rebalance; `None` once the group is gone.
-    /// Written to `__consumer_offsets` only, never to a standalone node's log.
     Membership(String, Option<StoredGroup>),
 }
 
@@ -85,7 +93,7 @@ struct Inner {
     /// `None` on a cluster broker, whose journal is `__consumer_offsets`.
     local: Option<LocalLog>,
     offsets: Offsets,
-    /// The latest stored membership of each group (cluster brokers only).
+    /// The latest stored membership of each group.
     memberships: HashMap<String, StoredGroup>,
 }
 
@@ -126,7 +134,8 @@ impl OffsetStore {
             Err(e) => return Err(e.into()),
         };
         let mut offsets = HashMap::new();
-        let valid = replay(&bytes, &mut offsets);
+        let mut memberships = HashMap::new();
+        let valid = replay(&bytes, &mut offsets, &mut memberships);
         let file = OpenOptions::new().create(true).append(true).open(&path)?;
         if valid < bytes.len() {
             tracing::warn!(
@@ -138,7 +147,11 @@ impl OffsetStore {
             file.set_len(valid as u64)?;
         }
         let groups = offsets.len();
-        tracing::info!(groups, "group offsets loaded");
+        tracing::info!(
+            groups,
+            memberships = memberships.len(),
+            "group offsets loaded"
+        );
         Ok(Self {
             inner: Mutex::new(Inner {
                 local: Some(LocalLog {
@@ -147,9 +160,20 @@ impl OffsetStore {
                     file_bytes: valid as u64,
                 }),
                 offsets,
-                memberships: HashMap::new(),
+                memberships,
             }),
         })
+    }
+
+    /// The stored membership of every group, for the coordinator to restore its groups
+    /// from at start-up.
+    pub fn memberships(&self) -> Vec<(String, StoredGroup)> {
+        let inner = self.inner.lock();
+        inner
+            .memberships
+            .iter()
+            .map(|(group, m)| (group.clone(), m.clone()))
+            .collect()
     }
 
     /// Records `commits` of `group` durably, then makes them visible. All of them are
@@ -276,13 +300,10 @@ impl OffsetStore {
     /// records.
     pub fn live_bytes(&self, owned: impl Fn(&str) -> bool) -> u64 {
         let inner = self.inner.lock();
-        let memberships: u64 = inner
-            .memberships
-            .iter()
-            .filter(|(group, _)| owned(group))
-            .map(|(group, m)| membership_bytes(group, m))
-            .sum();
-        LocalLog::live_bytes(inner.offsets.iter().filter(|(group, _)| owned(group))) + memberships
+        LocalLog::live_bytes(
+            inner.offsets.iter().filter(|(group, _)| owned(group)),
+            inner.memberships.iter().filter(|(group, _)| owned(group)),
+        )
     }
 
     /// Forgets the offsets of the groups `moved` selects: their partition of
@@ -403,7 +424,7 @@ impl Inner {
             apply_change(&mut self.offsets, change);
         }
         if let Some(local) = &mut self.local {
-            if let Err(e) = local.maybe_compact(&self.offsets) {
+            if let Err(e) = local.maybe_compact(&self.offsets, &self.memberships) {
                 tracing::error!(error = %e, "compacting the group offsets log failed");
             }
         }
@@ -429,20 +450,32 @@ impl LocalLog {
         Ok(())
     }
 
+    /// About how many bytes `offsets` and `memberships` take as records.
     fn live_bytes<'a>(
         offsets: impl IntoIterator<Item = (&'a String, &'a BTreeMap<TopicPartition, CommittedOffset>)>,
+        memberships: impl IntoIterator<Item = (&'a String, &'a StoredGroup)>,
     ) -> u64 {
-        offsets
+        let offsets: u64 = offsets
             .into_iter()
             .flat_map(|(g, o)| o.iter().map(move |(tp, c)| (g, tp, c)))
             .map(|(g, tp, c)| (RECORD_HEADER + 32 + g.len() + tp.0.len() + c.metadata.len()) as u64)
-            .sum()
+            .sum();
+        let memberships: u64 = memberships
+            .into_iter()
+            .map(|(group, m)| membership_bytes(group, m))
+            .sum();
+        offsets + memberships
     }
 
-    /// Rewrites the log as the live offsets when it has grown far past them.
-    fn maybe_compact(&mut self, live: &Offsets) -> io::Result<()> {
+    /// Rewrites the log as the live offsets and memberships when it has grown far past
+    /// them.
+    fn maybe_compact(
+        &mut self,
+        live: &Offsets,
+        memberships: &HashMap<String, StoredGroup>,
+    ) -> io::Result<()> {
         if self.file_bytes < MIN_COMPACT_BYTES
-            || self.file_bytes < COMPACT_RATIO * Self::live_bytes(live)
+            || self.file_bytes < COMPACT_RATIO * Self::live_bytes(live, memberships)
         {
             return Ok(());
         }
@@ -454,6 +487,12 @@ impl LocalLog {
                     &mut buf,
                 );
             }
+        }
+        for (group, m) in memberships {
+            encode_record(
+                &Change::Membership(group.clone(), Some(m.clone())),
+                &mut buf,
+            );
         }
         let tmp = self.dir.join(COMPACT_FILE);
         let mut file = File::create(&tmp)?;
@@ -524,7 +563,11 @@ fn membership_bytes(group: &str, m: &StoredGroup) -> u64 {
 }
 
 /// Applies every whole, CRC-valid record of `bytes`; returns the length of that prefix.
-fn replay(bytes: &[u8], offsets: &mut Offsets) -> usize {
+fn replay(
+    bytes: &[u8],
+    offsets: &mut Offsets,
+    memberships: &mut HashMap<String, StoredGroup>,
+) -> usize {
     let mut pos = 0;
     while bytes.len() - pos >= RECORD_HEADER {
         let len = u32::from_be_bytes(bytes[pos..pos + 4].try_into().expect("4 bytes")) as usize;
@@ -538,7 +581,10 @@ fn replay(bytes: &[u8], offsets: &mut Offsets) -> usize {
             break;
         }
         match decode_body(body) {
-            Some(change) => apply_change(offsets, change),
+            Some(change) => {
+                apply_membership(memberships, &change);
+                apply_change(offsets, change);
+            }
             None => break,
         }
         pos = start + len;
@@ -552,8 +598,9 @@ fn put_str(buf: &mut Vec<u8>, s: &str) {
     buf.extend_from_slice(bytes);
 }
 
-/// Appends the record of `change` to `buf`; a membership has none, since a standalone
-/// node keeps no memberships (its members rejoin after a restart).
+/// Appends the record of `change` to `buf`. A membership too large for a record is
+/// written as gone (and logged): its members then rejoin after a restart, as Kafka's do
+/// when their group's metadata is too large for `__consumer_offsets`.
 fn encode_record(change: &Change, buf: &mut Vec<u8>) {
     let header_at = buf.len();
     buf.extend_from_slice(&[0; RECORD_HEADER]);
@@ -578,9 +625,26 @@ fn encode_record(change: &Change, buf: &mut Vec<u8>) {
             buf.push(KIND_DELETE_GROUP);
             put_str(buf, group);
         }
-        Change::Membership(..) => {
-            buf.truncate(header_at);
-            return;
+        Change::Membership(group, Some(m)) => {
+            let value = group_metadata::value(m);
+            if 1 + 2 + group.len() + 4 + value.len() <= MAX_RECORD {
+                buf.push(KIND_MEMBERSHIP);
+                put_str(buf, group);
+                buf.extend_from_slice(&(value.len() as u32).to_be_bytes());
+                buf.extend_from_slice(&value);
+            } else {
+                tracing::warn!(
+                    group = %group,
+                    bytes = value.len(),
+                    "the group's membership is too large to store; its members will rejoin after a restart"
+                );
+                buf.push(KIND_MEMBERSHIP_GONE);
+                put_str(buf, group);
+            }
+        }
+        Change::Membership(group, None) => {
+            buf.push(KIND_MEMBERSHIP_GONE);
+            put_str(buf, group);
         }
     }
     let body = &buf[header_at + RECORD_HEADER..];
@@ -647,6 +711,13 @@ fn decode_body(body: &[u8]) -> Option<Change> {
             Change::DeleteOffset(group, (topic, r.i32()?))
         }
         KIND_DELETE_GROUP => Change::DeleteGroup(r.string()?),
+        KIND_MEMBERSHIP => {
+            let group = r.string()?;
+            let len = r.i32()? as u32 as usize;
+            let membership = group_metadata::decode_value(r.take(len)?)?;
+            Change::Membership(group, Some(membership))
+        }
+        KIND_MEMBERSHIP_GONE => Change::Membership(r.string()?, None),
         _ => return None,
     })
 }
@@ -725,6 +796,37 @@ mod tests {
             vec![(("t".into(), 1), offset(6))]
         );
         assert!(!store.has_offsets("h"));
+    }
+
+    #[test]
+    fn memberships_survive_reopen_and_compaction_and_go_with_their_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let stored = group_metadata::tests::group();
+        {
+            let store = OffsetStore::open(dir.path()).unwrap();
+            for group in ["kept", "gone", "deleted"] {
+                store
+                    .store_membership(group, Some(stored.clone()), no_journal)
+                    .unwrap();
+            }
+            store.store_membership("gone", None, no_journal).unwrap();
+            store.delete_group("deleted", no_journal).unwrap();
+        }
+        let store = OffsetStore::open(dir.path()).unwrap();
+        assert_eq!(store.memberships(), vec![("kept".into(), stored.clone())]);
+        // Commits past the compaction threshold: the rewritten log keeps the membership.
+        for i in 0..300_000 {
+            store
+                .commit("kept", vec![(("t".into(), 0), offset(i))], no_journal)
+                .unwrap();
+        }
+        assert!(store.file_bytes() < MIN_COMPACT_BYTES + 1024);
+        let reopened = OffsetStore::open(dir.path()).unwrap();
+        assert_eq!(reopened.memberships(), vec![("kept".into(), stored)]);
+        assert_eq!(
+            reopened.get("kept", &("t".into(), 0)),
+            Some(offset(299_999))
+        );
     }
 
     #[test]
