@@ -10,11 +10,12 @@
 //! deadline and exits when the group has none, so an idle group costs no task and no
 //! polling.
 //!
-//! On a cluster each group's membership is stored in `__consumer_offsets` whenever a
-//! rebalance settles (Stable with the leader's assignment, or Empty), as Kafka's
-//! coordinator stores it, and a broker that takes the partition over restores its
-//! groups: members go on heartbeating and committing in their generation instead of
-//! rejoining. The record is appended before the members learn anything more from this
+//! Each group's membership is stored whenever a rebalance settles (Stable with the
+//! leader's assignment, or Empty), as Kafka's coordinator stores it: on a cluster in
+//! `__consumer_offsets`, where a broker that takes the partition over restores its
+//! groups; on a standalone node in its offsets log, restored at start-up. Members then
+//! go on heartbeating and committing in their generation instead of rejoining. On a
+//! cluster the record is appended before the members learn anything more from this
 //! coordinator but not waited for; if it is lost with a dying leader, the next
 //! coordinator has an older generation and the members rejoin, as they would without it.
 //!
