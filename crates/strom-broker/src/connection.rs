@@ -2,7 +2,7 @@
 //! responses in the same order.
 //!
 //! Reading and writing are split so that a response is written while the next request is
-//! already being handled, and responses that pile up are written together. A frame that
+//! already being handled ([`crate::response_writer`] writes them). A frame that
 //! breaks the protocol closes the connection with a log line, as Kafka's `SocketServer`
 //! does; it never affects other connections.
 //!
@@ -16,14 +16,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use strom_wire::FrameDecoder;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 
-use crate::{handlers, BrokerState};
+use crate::handlers::{self, Response};
+use crate::response_writer::write_responses;
+use crate::BrokerState;
 
 /// Responses queued for the writer before the reader waits for it.
 const WRITE_QUEUE: usize = 64;
@@ -55,7 +56,7 @@ pub async fn serve(
 ) {
     let _ = stream.set_nodelay(true);
     let (mut reader, writer) = stream.into_split();
-    let (tx, rx) = mpsc::channel::<Bytes>(WRITE_QUEUE);
+    let (tx, rx) = mpsc::channel::<Response>(WRITE_QUEUE);
     let writer_task = tokio::spawn(write_responses(writer, rx));
     let decoder = FrameDecoder::new(state.config.socket_request_max_bytes);
     let idle = Duration::from_millis(state.config.connections_max_idle_ms);
@@ -123,29 +124,7 @@ pub async fn serve(
 }
 
 /// Lets the writer send what is queued, then closes the socket.
-async fn finish(tx: mpsc::Sender<Bytes>, writer_task: tokio::task::JoinHandle<()>) {
+async fn finish(tx: mpsc::Sender<Response>, writer_task: tokio::task::JoinHandle<()>) {
     drop(tx);
     let _ = writer_task.await;
-}
-
-/// Writes queued responses, batching whatever is ready into one write.
-async fn write_responses(mut writer: OwnedWriteHalf, mut rx: mpsc::Receiver<Bytes>) {
-    let mut pending = BytesMut::new();
-    while let Some(first) = rx.recv().await {
-        if rx.is_empty() {
-            if writer.write_all(&first).await.is_err() {
-                return;
-            }
-            continue;
-        }
-        pending.extend_from_slice(&first);
-        while let Ok(next) = rx.try_recv() {
-            pending.extend_from_slice(&next);
-        }
-        if writer.write_all(&pending).await.is_err() {
-            return;
-        }
-        pending.clear();
-    }
-    let _ = writer.shutdown().await;
 }

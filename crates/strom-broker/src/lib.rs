@@ -29,6 +29,7 @@ pub mod quorum_channel;
 pub mod replica_manager;
 pub mod replication;
 pub mod replication_config;
+pub mod response_writer;
 pub mod server;
 pub mod standalone_controller;
 pub mod state;

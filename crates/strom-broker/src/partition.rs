@@ -19,7 +19,7 @@ use bytes::Bytes;
 use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 pub use strom_log::AppendInfo;
-use strom_log::{LogError, PartitionLog};
+use strom_log::{LogError, LogSlice, PartitionLog};
 use strom_metadata::BrokerId;
 use strom_wire::records::first_record_at_or_after;
 use tokio::sync::{watch, Notify};
@@ -825,8 +825,8 @@ impl Partition {
             };
             PartitionRead {
                 records: log
-                    .read_up_to(offset, max_bytes, min_one_batch, upper)
-                    .map(|fetched| fetched.records),
+                    .slice_up_to(offset, max_bytes, min_one_batch, upper)
+                    .and_then(FetchedRecords::of),
                 high_watermark,
                 log_start_offset: log.log_start_offset(),
             }
@@ -942,10 +942,47 @@ impl Partition {
     }
 }
 
+/// Below this many bytes a fetch's records are read into the response: the copy costs
+/// less than the system calls of sending them from the file (`sendfile`, and corking the
+/// socket around the response's parts).
+const SEND_FROM_FILE_MIN_BYTES: usize = 16 * 1024;
+
+/// The records a fetch returns from one partition.
+#[derive(Debug)]
+pub enum FetchedRecords {
+    /// Read into memory (a small read).
+    Memory(Bytes),
+    /// The range of the log file they lie in, sent from it as it is.
+    File(LogSlice),
+}
+
+impl FetchedRecords {
+    /// The records of `slice`, read now if it is small (under the log's lock, so a
+    /// truncation cannot race the read).
+    fn of(slice: LogSlice) -> Result<Self, LogError> {
+        Ok(if slice.len() < SEND_FROM_FILE_MIN_BYTES {
+            Self::Memory(slice.read()?)
+        } else {
+            Self::File(slice)
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            Self::Memory(bytes) => bytes.len(),
+            Self::File(slice) => slice.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// What a consumer's read of one partition returns.
 #[derive(Debug)]
 pub struct PartitionRead {
-    pub records: Result<Bytes, LogError>,
+    pub records: Result<FetchedRecords, LogError>,
     pub high_watermark: i64,
     pub log_start_offset: i64,
 }

@@ -108,6 +108,13 @@ impl<E: IndexEntry> IndexFile<E> {
         idx.checked_sub(1).map(|i| self.entries[i])
     }
 
+    /// The last entry of the prefix for which `in_prefix` holds (for a predicate on a
+    /// field that grows with the key, such as an offset entry's position).
+    pub fn last_where(&self, in_prefix: impl Fn(&E) -> bool) -> Option<E> {
+        let idx = self.entries.partition_point(in_prefix);
+        idx.checked_sub(1).map(|i| self.entries[i])
+    }
+
     pub fn last(&self) -> Option<E> {
         self.entries.last().copied()
     }

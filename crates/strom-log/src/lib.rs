@@ -14,6 +14,7 @@ pub mod error;
 pub mod file_cache;
 pub mod index_file;
 pub mod leader_epoch_cache;
+pub mod log_slice;
 pub mod offset_index;
 pub mod partition_log;
 pub mod producer_state;
@@ -26,6 +27,7 @@ pub use config::LogConfig;
 pub use error::LogError;
 pub use file_cache::FileCache;
 pub use leader_epoch_cache::{EpochEntry, LeaderEpochCache};
+pub use log_slice::LogSlice;
 pub use partition_log::{AppendInfo, FetchData, PartitionLog};
 pub use producer_state::{ProducerStateError, ProducerStateManager};
 

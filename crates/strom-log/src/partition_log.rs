@@ -16,6 +16,8 @@ use bytes::Bytes;
 use strom_wire::batch::verify_crc;
 use strom_wire::{RecordBatchHeader, RecordBatches};
 
+use crate::log_slice::LogSlice;
+
 use crate::checkpoint::{CheckpointFile, PartitionCheckpoint};
 use crate::clean_shutdown::ClosedLog;
 use crate::file_cache::FileCache;
@@ -728,6 +730,24 @@ impl PartitionLog {
         min_one_batch: bool,
         upper: i64,
     ) -> Result<FetchData, LogError> {
+        Ok(FetchData {
+            records: self
+                .slice_up_to(offset, max_bytes, min_one_batch, upper)?
+                .read()?,
+        })
+    }
+
+    /// The batches [`Self::read_up_to`] returns, as a range of their segment file, not
+    /// read: a fetch sends it to the socket as it lies. Only whole batches, as Kafka's
+    /// clients expect and strom's follower appends: where `max_bytes` cuts, the range ends
+    /// at the last batch that fits, found from the offset index and the batch headers.
+    pub fn slice_up_to(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+        upper: i64,
+    ) -> Result<LogSlice, LogError> {
         let end = self.log_end_offset();
         if offset < self.log_start_offset || offset > end {
             return Err(LogError::OffsetOutOfRange {
@@ -736,11 +756,8 @@ impl PartitionLog {
                 log_end_offset: end,
             });
         }
-        let empty = FetchData {
-            records: Bytes::new(),
-        };
         if offset >= upper {
-            return Ok(empty);
+            return Ok(LogSlice::default());
         }
         let found = self
             .segments
@@ -750,7 +767,7 @@ impl PartitionLog {
             .chain(self.segments.range(offset + 1..))
             .find_map(|(_, s)| s.position_of(offset).transpose().map(|p| (s, p)));
         let Some((segment, position)) = found else {
-            return Ok(empty);
+            return Ok(LogSlice::default());
         };
         let position = position?;
         let limit = if upper < segment.next_offset() {
@@ -759,30 +776,27 @@ impl PartitionLog {
             segment.size()
         };
         if position >= limit {
-            return Ok(empty);
+            return Ok(LogSlice::default());
         }
-        let available = (limit - position) as usize;
-        let mut buf = segment.read_at(position, available.min(max_bytes))?;
-        let mut batches = RecordBatches::new(&buf);
-        while let Some(Ok(_)) = batches.next() {}
-        let cut = batches.position();
-        if cut == 0 {
+        let cut = limit.min(position.saturating_add(max_bytes as u64));
+        let mut len = if cut == limit {
+            limit - position
+        } else {
+            segment.whole_batches_end(position, cut)? - position
+        };
+        if len == 0 {
             if !min_one_batch {
-                return Ok(empty);
+                return Ok(LogSlice::default());
             }
             let Some(header) = segment.read_header_at(position)? else {
-                return Ok(empty);
+                return Ok(LogSlice::default());
             };
             if position + header.total_len() as u64 > limit {
-                return Ok(empty);
+                return Ok(LogSlice::default());
             }
-            buf = segment.read_at(position, header.total_len())?;
-        } else {
-            buf.truncate(cut);
+            len = header.total_len() as u64;
         }
-        Ok(FetchData {
-            records: Bytes::from(buf),
-        })
+        Ok(LogSlice::new(segment.file()?, position, len as usize))
     }
 
     /// The first batch whose maximum timestamp is at least `timestamp`, with its bytes, so

@@ -344,7 +344,7 @@ impl Segment {
     }
 
     /// The `.log`, through the cache of open files.
-    fn file(&self) -> Result<Arc<File>, LogError> {
+    pub(crate) fn file(&self) -> Result<Arc<File>, LogError> {
         Ok(self.files.get(self.file_id, &self.log_path)?)
     }
 
@@ -557,6 +557,27 @@ impl Segment {
             position += header.total_len() as u64;
         }
         Ok(None)
+    }
+
+    /// The end of the last whole batch at or before `cut`, for batches starting at
+    /// `start` (a batch boundary below `cut`); `start` if the first batch ends after `cut`.
+    /// The offset index names a batch start at most `index.interval.bytes` (and a batch)
+    /// before any position, so only the headers after it are read.
+    pub fn whole_batches_end(&self, start: u64, cut: u64) -> Result<u64, LogError> {
+        let mut end = self
+            .indexes()?
+            .offset_index
+            .last_where(|e| e.position as u64 <= cut)
+            .map_or(start, |e| (e.position as u64).max(start));
+        let file = self.file()?;
+        while let Some(header) = read_header(&file, self.size, end)? {
+            let next = end + header.total_len() as u64;
+            if next > cut {
+                break;
+            }
+            end = next;
+        }
+        Ok(end)
     }
 
     /// Position of the first batch whose maximum timestamp is at least `timestamp`, among

@@ -74,6 +74,49 @@ fn read_returns_whole_batches_within_max_bytes() {
     assert_eq!(all.records.len(), 10 * len);
 }
 
+/// Where `max_bytes` cuts, a read ends at the last whole batch that fits, found from the
+/// offset index and the batch headers after its entry, however sparse the index is.
+#[test]
+fn a_cut_read_ends_at_the_last_whole_batch_however_sparse_the_index() {
+    for interval in [1, 256, 4096, 1 << 30] {
+        let root = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            index_interval_bytes: interval,
+            ..config()
+        };
+        let mut log = open(&partition_dir(root.path()), config, true);
+        for i in 0..60 {
+            log.append(&batch(1 + i % 4, 10 + (i * 37) % 300), NOW)
+                .unwrap();
+        }
+        let all = log.read(0, usize::MAX, false).unwrap().records;
+        let mut ends = vec![(0i64, 0usize)];
+        for (header, bytes) in split(&all) {
+            ends.push((
+                header.last_offset() + 1,
+                ends.last().unwrap().1 + bytes.len(),
+            ));
+        }
+        for window in ends.windows(2).step_by(7) {
+            let (offset, start) = window[0];
+            for max in [1, 100, 333, 1000, 4097, 20_000] {
+                let expected = ends
+                    .iter()
+                    .map(|&(_, end)| end)
+                    .filter(|&end| end > start && end <= start + max)
+                    .max()
+                    .map_or(0, |end| end - start);
+                let read = log.read(offset, max, false).unwrap().records;
+                assert_eq!(
+                    read,
+                    all.slice(start..start + expected),
+                    "interval {interval}, offset {offset}, max_bytes {max}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn min_one_batch_returns_a_batch_larger_than_max_bytes() {
     let root = tempfile::tempdir().unwrap();

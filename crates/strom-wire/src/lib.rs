@@ -13,6 +13,7 @@ pub mod frame;
 pub mod records;
 pub mod request;
 pub mod response;
+pub mod response_frame;
 
 pub use batch::{BatchError, RecordBatchHeader, RecordBatches, BATCH_HEADER_LEN};
 pub use batch_builder::{BatchBuilder, ProducerFields};
@@ -23,3 +24,4 @@ pub use fields::FieldReader;
 pub use frame::FrameDecoder;
 pub use request::{decode_request, DecodedRequest};
 pub use response::encode_response;
+pub use response_frame::{encode_response_frame, FramePart, ResponseFrame, TransferableRecords};

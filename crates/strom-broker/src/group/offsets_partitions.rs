@@ -253,9 +253,10 @@ pub fn read_all(partition: &Partition) -> Result<Vec<Change>, String> {
     let mut changes = Vec::new();
     while offset < end {
         let bytes = partition
-            .read(offset, CHUNK, true, true)
-            .records
-            .map_err(|e| e.to_string())?;
+            .with_log(|log| log.read(offset, CHUNK, true))
+            .and_then(|read| read)
+            .map_err(|e| e.to_string())?
+            .records;
         if bytes.is_empty() {
             break;
         }

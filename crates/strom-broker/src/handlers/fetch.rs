@@ -13,6 +13,10 @@
 //! consumer always progresses (KIP-74). Incremental fetch sessions (KIP-227) are kept in
 //! [`crate::fetch_session`]: an incremental request is served as the full request its
 //! session stands for, and the answer is then cut to what changed.
+//!
+//! Records are not copied into the response: each partition's batches go out as a range
+//! of their segment file, which the connection sends with `sendfile` (small reads are
+//! read into the response instead; see [`FetchedRecords`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,11 +29,13 @@ use kafka_protocol::messages::fetch_response::{
 };
 use kafka_protocol::messages::{FetchRequest, FetchResponse};
 use kafka_protocol::ResponseError;
+use strom_log::LogSlice;
 use strom_metadata::BrokerId;
+use strom_wire::TransferableRecords;
 use tokio::sync::Notify;
 
 use super::RequestContext;
-use crate::partition::Partition;
+use crate::partition::{FetchedRecords, Partition};
 use crate::{replica_manager, ApiError};
 
 /// Fetch v15+ names a follower in `ReplicaState` instead of `replica_id` (KIP-903).
@@ -46,18 +52,31 @@ const NODE_ENDPOINTS_SINCE: i16 = 16;
 /// default) anyway, and an empty answer after the cap only makes them fetch again.
 pub const MAX_WAIT_CAP_MS: u64 = 30_000;
 
-pub async fn handle(ctx: &RequestContext<'_>, req: FetchRequest) -> FetchResponse {
+/// The response, with the file ranges its records stand for.
+pub async fn handle(
+    ctx: &RequestContext<'_>,
+    req: FetchRequest,
+) -> (FetchResponse, TransferableRecords<LogSlice>) {
     let sessions = &ctx.state.fetch_sessions;
     match sessions.prepare(req, ctx.version, Instant::now()) {
-        Ok((req, session)) => sessions.complete(session, serve(ctx, &req).await),
-        Err(e) => FetchResponse::default()
-            .with_error_code(e.code())
-            .with_session_id(0),
+        Ok((req, session)) => {
+            let (response, records) = serve(ctx, &req).await;
+            (sessions.complete(session, response), records)
+        }
+        Err(e) => (
+            FetchResponse::default()
+                .with_error_code(e.code())
+                .with_session_id(0),
+            TransferableRecords::default(),
+        ),
     }
 }
 
 /// Answers `req` (for an incremental fetch, every partition of its session).
-async fn serve(ctx: &RequestContext<'_>, req: &FetchRequest) -> FetchResponse {
+async fn serve(
+    ctx: &RequestContext<'_>,
+    req: &FetchRequest,
+) -> (FetchResponse, TransferableRecords<LogSlice>) {
     let wait_ms = (req.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP_MS);
     let deadline = Instant::now() + Duration::from_millis(wait_ms);
     let waiter = Arc::new(Notify::new());
@@ -84,13 +103,14 @@ async fn serve(ctx: &RequestContext<'_>, req: &FetchRequest) -> FetchResponse {
                 partition.register_waiter(&waiter);
             }
         }
-        let (response, bytes, has_error) = read_all(ctx, req, &partitions, follower.is_some());
+        let (response, records, bytes, has_error) =
+            read_all(ctx, req, &partitions, follower.is_some());
         let now = Instant::now();
         let diverged = partitions
             .iter()
             .any(|(_, _, p)| matches!(p, Ok(r) if r.diverging.is_some()));
         if bytes >= req.min_bytes.max(0) as usize || has_error || diverged || now >= deadline {
-            return response;
+            return (response, records);
         }
         let _ = tokio::time::timeout(deadline - now, waiter.notified()).await;
     }
@@ -163,14 +183,16 @@ fn resolve(
     out
 }
 
-/// Reads every partition once. Returns the response, the record bytes in it and whether
-/// any partition had an error (which ends the wait, as in Kafka).
+/// Reads every partition once. Returns the response, the file ranges its records stand
+/// for, the record bytes in it and whether any partition had an error (which ends the
+/// wait, as in Kafka).
 fn read_all(
     ctx: &RequestContext<'_>,
     req: &FetchRequest,
     partitions: &[Requested],
     follower: bool,
-) -> (FetchResponse, usize, bool) {
+) -> (FetchResponse, TransferableRecords<LogSlice>, usize, bool) {
+    let mut transferable = TransferableRecords::default();
     let mut remaining = (req.max_bytes.max(0) as usize).min(ctx.state.config.fetch_max_bytes);
     let mut total = 0usize;
     let mut has_error = false;
@@ -245,7 +267,17 @@ fn read_all(
                     .with_high_watermark(read.high_watermark)
                     .with_last_stable_offset(read.high_watermark)
                     .with_log_start_offset(read.log_start_offset);
-                match read.records {
+                let records = read.records.and_then(|records| match records {
+                    FetchedRecords::Memory(bytes) => Ok(bytes),
+                    FetchedRecords::File(slice) => {
+                        let len = slice.len();
+                        match transferable.stand_in(slice.clone(), len) {
+                            Some(stand_in) => Ok(stand_in),
+                            None => slice.read(),
+                        }
+                    }
+                });
+                match records {
                     Ok(records) => {
                         let n = records.len();
                         total += n;
@@ -271,6 +303,7 @@ fn read_all(
         FetchResponse::default()
             .with_responses(topics)
             .with_node_endpoints(endpoints),
+        transferable,
         total,
         has_error,
     )

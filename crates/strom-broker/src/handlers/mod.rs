@@ -9,8 +9,11 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestKind};
+use strom_log::LogSlice;
 use strom_wire::request::peek_header;
-use strom_wire::{decode_request, encode_response, WireError};
+use strom_wire::{
+    decode_request, encode_response, encode_response_frame, ResponseFrame, WireError,
+};
 
 use crate::BrokerState;
 
@@ -84,6 +87,9 @@ pub struct RequestContext<'a> {
     pub listener: &'a str,
 }
 
+/// A response frame: encoded bytes, and for a fetch the log ranges its records lie in.
+pub type Response = ResponseFrame<LogSlice>;
+
 /// Handles one request frame. `Ok(None)` means no response is sent (produce with
 /// acks=0); `Err` means the connection must be closed.
 pub async fn handle(
@@ -91,12 +97,13 @@ pub async fn handle(
     listener: &str,
     peer: SocketAddr,
     frame: Bytes,
-) -> Result<Option<Bytes>, WireError> {
+) -> Result<Option<Response>, WireError> {
     let prefix = peek_header(&frame)?;
     if prefix.api_key == ApiKey::ApiVersions as i16
         && api_versions::supported(ApiKey::ApiVersions, prefix.api_version).is_none()
     {
-        return api_versions::unsupported_version_response(prefix.correlation_id).map(Some);
+        return api_versions::unsupported_version_response(prefix.correlation_id)
+            .map(|bytes| Some(bytes.into()));
     }
     let request = decode_request(frame)?;
     let version = request.header.request_api_version;
@@ -118,7 +125,7 @@ pub async fn handle(
     let cid = request.header.correlation_id;
     macro_rules! respond {
         ($body:expr) => {
-            encode_response(key, cid, version, &$body).map(Some)
+            encode_response(key, cid, version, &$body).map(|bytes| Some(bytes.into()))
         };
     }
     match request.body {
@@ -128,7 +135,10 @@ pub async fn handle(
             Some(body) => respond!(body),
             None => Ok(None),
         },
-        RequestKind::Fetch(r) => respond!(fetch::handle(&ctx, r).await),
+        RequestKind::Fetch(r) => {
+            let (body, records) = fetch::handle(&ctx, r).await;
+            encode_response_frame(key, cid, version, &body, records).map(Some)
+        }
         RequestKind::ListOffsets(r) => respond!(list_offsets::handle(&ctx, r)),
         RequestKind::OffsetForLeaderEpoch(r) => respond!(offset_for_leader_epoch::handle(&ctx, r)),
         RequestKind::CreateTopics(r) => respond!(create_topics::handle(&ctx, r).await),
