@@ -942,10 +942,13 @@ impl Partition {
     }
 }
 
-/// Below this many bytes a fetch's records are read into the response: the copy costs
-/// less than the system calls of sending them from the file (`sendfile`, and corking the
-/// socket around the response's parts).
-const SEND_FROM_FILE_MIN_BYTES: usize = 16 * 1024;
+/// Below this many bytes a fetch's records are read into the response rather than sent
+/// from the file. Measured on loopback (docs/replication.md, session 29): a consumer
+/// reading a backlog in 1 MiB fetches costs the broker about half the CPU with `sendfile`,
+/// but a follower's fetches of what was just appended (tens of KiB per partition) cost
+/// the three brokers 15–20 % more with it than with a copy, so only large reads go from
+/// the file.
+const SEND_FROM_FILE_MIN_BYTES: usize = 256 * 1024;
 
 /// The records a fetch returns from one partition.
 #[derive(Debug)]
