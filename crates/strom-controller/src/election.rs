@@ -13,8 +13,10 @@
 //!   connections, its process is gone (a kill -9 closes its sockets at once, a live
 //!   process keeps its listener open however busy or paused it is), and so is a leader
 //!   that resigned (Kafka's EndQuorumEpoch): the voter stands as soon as the other
-//!   voters' leases on it have run out, and again every half lease until a leader
-//!   speaks;
+//!   voters' leases on it have run out, and again after a random one to two leases
+//!   until a leader speaks (a candidacy renews the candidate's own lease, in which it
+//!   refuses other candidates: two survivors retrying every half lease, the one with the
+//!   shorter log first, refused each other for ever);
 //! * a voter that knows no leader (a new quorum, or after a candidacy that did not win)
 //!   stands after a random E/2..E, Kafka's election backoff; a restarted voter, which
 //!   knows no leader until one speaks, waits the fetch timeout first, so that a voter
@@ -174,6 +176,14 @@ impl Elections {
         self.timings.lease / 5 * rank
     }
 
+    /// The wait before standing again while the leader is gone: past this voter's own
+    /// lease from its last candidacy, and random, so that survivors' candidacies drift
+    /// apart.
+    fn retry(&self) -> Duration {
+        let lease = self.timings.lease.as_millis() as u64;
+        Duration::from_millis(fastrand::u64(lease..=2 * lease))
+    }
+
     fn backoff(&self) -> Duration {
         let election = self.timings.election.as_millis() as u64;
         Duration::from_millis(fastrand::u64(election / 2..=election))
@@ -186,6 +196,7 @@ impl Elections {
         let mut vote = raft.metrics().borrow().vote;
         // The later of this voter's last candidacy and its vote's last move.
         let mut since = Instant::now();
+        let mut retry = self.retry();
         let mut backoff = if self.fresh {
             self.backoff()
         } else {
@@ -214,7 +225,7 @@ impl Elections {
             let (due, why) = if gone {
                 let leases_out = contact + self.timings.lease + self.timings.lease / 5;
                 (
-                    leases_out.max(since + self.timings.lease / 2),
+                    leases_out.max(since + retry),
                     "the active controller's process is gone",
                 )
             } else if vote.is_committed() {
@@ -234,6 +245,7 @@ impl Elections {
                 "standing for election: {why}"
             );
             since = now;
+            retry = self.retry();
             backoff = self.backoff();
             if raft.trigger().elect().await.is_err() {
                 return;

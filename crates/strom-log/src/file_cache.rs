@@ -8,9 +8,10 @@
 //! recently), not by the amount of data. Index files are not cached at all: they are read
 //! once into memory and opened only for the moment of a flush (see `index_file.rs`).
 //!
-//! A caller holds the returned `Arc<File>` only for one operation; an evicted file whose
-//! `Arc` is still held closes when that operation drops it, so the overshoot is bounded by
-//! the operations in flight.
+//! A caller holds the returned `Arc<File>` only for one operation (for a fetch sent from
+//! the file, until its response is written); an evicted file whose `Arc` is still held
+//! closes when that operation drops it, so the overshoot is bounded by the operations in
+//! flight.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
