@@ -14,14 +14,14 @@ use crate::java_random::Random;
 use crate::native::client::NativeClient;
 use crate::native::config::{ConsumerConfig, ProducerConfig};
 use crate::native::consumer::{NativeConsumer, StartAt};
-use crate::native::producer::{DeliveryHandler, NativeProducer, RecordTag};
+use crate::native::producer::{DeliveryHandler, NativeProducer, RecordRun, RecordTag};
 
 /// Keeps the outcome of the one record in flight.
 #[derive(Default)]
 struct LastOutcome(Option<Result<(), String>>);
 
 impl DeliveryHandler for LastOutcome {
-    fn delivered(&mut self, _: &[RecordTag], _: u64, outcome: Result<(), &str>) {
+    fn delivered(&mut self, _: &[RecordRun], _: u64, outcome: Result<(), &str>) {
         self.0 = Some(outcome.map_err(String::from));
     }
 }

@@ -13,6 +13,7 @@
 //! classic group protocol, fetch sessions), so it runs against any Kafka-compatible
 //! cluster, and it never uses the broker's crates.
 
+pub mod buffer_pool;
 pub mod client;
 pub mod config;
 pub mod connection;

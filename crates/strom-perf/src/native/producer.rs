@@ -27,6 +27,7 @@ use kafka_protocol::protocol::StrBytes;
 use strom_wire::{BatchBuilder, ProducerFields};
 use tokio::sync::mpsc;
 
+use super::buffer_pool::BufferPool;
 use super::client::{NativeClient, PartitionLeader};
 use super::config::ProducerConfig;
 use super::connection::CallError;
@@ -53,15 +54,38 @@ pub struct RecordTag {
     pub value_len: u32,
 }
 
+/// Consecutive records of a batch (by index) sent at one time with values of one size,
+/// kept as one entry: a send loop that reads the clock once for several records appends
+/// runs of them, and a batch's records cost no entry each, appended or acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordRun {
+    pub first_index: u64,
+    pub count: u32,
+    pub sent_ns: u64,
+    pub value_len: u32,
+}
+
+impl RecordRun {
+    /// Adds `tag` to this run when it continues it.
+    #[inline]
+    fn extend(&mut self, tag: &RecordTag) -> bool {
+        let continues = self.first_index + u64::from(self.count) == tag.index
+            && self.sent_ns == tag.sent_ns
+            && self.value_len == tag.value_len;
+        self.count += u32::from(continues);
+        continues
+    }
+}
+
 /// Receives every record's outcome, a batch at a time, as Kafka's callbacks would.
 pub trait DeliveryHandler {
-    fn delivered(&mut self, records: &[RecordTag], ack_ns: u64, outcome: Result<(), &str>);
+    fn delivered(&mut self, records: &[RecordRun], ack_ns: u64, outcome: Result<(), &str>);
 }
 
 /// A batch still taking records.
 struct OpenBatch {
     builder: BatchBuilder,
-    tags: Vec<RecordTag>,
+    runs: Vec<RecordRun>,
     created_ns: u64,
 }
 
@@ -69,7 +93,8 @@ struct OpenBatch {
 struct SealedBatch {
     partition: i32,
     bytes: Bytes,
-    tags: Vec<RecordTag>,
+    runs: Vec<RecordRun>,
+    records: usize,
     base_sequence: i32,
     created_ns: u64,
     attempts: u32,
@@ -140,6 +165,8 @@ pub struct NativeProducer<H: DeliveryHandler> {
     linger_deadline_ns: Option<u64>,
     /// Wall-clock milliseconds at `clock` 0, for record timestamps.
     wall_offset_ms: i64,
+    /// Buffers of acknowledged batches, for the next ones.
+    pool: BufferPool,
     pub handler: H,
 }
 
@@ -170,6 +197,7 @@ impl<H: DeliveryHandler> NativeProducer<H> {
                 .collect(),
             partitioner: Partitioner::new(leaders.len()),
             leaders,
+            pool: BufferPool::new(config.buffer_memory),
             config,
             topic: TopicName(StrBytes::from_string(topic.to_string())),
             in_flight: HashMap::new(),
@@ -227,9 +255,11 @@ impl<H: DeliveryHandler> NativeProducer<H> {
             }
         }
         let queue = &mut self.partitions[partition];
+        let pool = &mut self.pool;
+        let batch_size = self.config.batch_size;
         let open = queue.open.get_or_insert_with(|| OpenBatch {
-            builder: BatchBuilder::new(Vec::with_capacity(self.config.batch_size), timestamp),
-            tags: Vec::with_capacity(self.config.batch_size / 64),
+            builder: BatchBuilder::new(pool.buffer(batch_size), timestamp),
+            runs: pool.runs(batch_size / 512),
             created_ns: tag.sent_ns,
         });
         if open.builder.count() == 0 {
@@ -240,7 +270,14 @@ impl<H: DeliveryHandler> NativeProducer<H> {
             );
         }
         open.builder.append(timestamp, key, Some(value), headers);
-        open.tags.push(tag);
+        if !open.runs.last_mut().is_some_and(|run| run.extend(&tag)) {
+            open.runs.push(RecordRun {
+                first_index: tag.index,
+                count: 1,
+                sent_ns: tag.sent_ns,
+                value_len: tag.value_len,
+            });
+        }
         if open.builder.size() >= self.config.batch_size {
             self.seal(partition)?;
             sealed = true;
@@ -369,7 +406,8 @@ impl<H: DeliveryHandler> NativeProducer<H> {
         queue.ready.push_back(SealedBatch {
             partition: partition as i32,
             bytes: Bytes::from(bytes),
-            tags: open.tags,
+            runs: open.runs,
+            records: count as usize,
             base_sequence,
             created_ns: open.created_ns,
             attempts: 0,
@@ -458,7 +496,7 @@ impl<H: DeliveryHandler> NativeProducer<H> {
             {
                 let reason = format!(
                     "Expiring {} record(s) for {}-{partition}: no leader within delivery.timeout.ms",
-                    batch.tags.len(),
+                    batch.records,
                     self.topic.as_str()
                 );
                 if self.config.idempotence {
@@ -476,7 +514,7 @@ impl<H: DeliveryHandler> NativeProducer<H> {
 
     /// Writes one Produce request to `node`; its answer arrives as a [`Completion`].
     async fn send_request(&mut self, node: i32, batches: Vec<SealedBatch>) -> Result<()> {
-        let records: usize = batches.iter().map(|b| b.tags.len()).sum();
+        let records: usize = batches.iter().map(|b| b.records).sum();
         self.sensors.record_send.record(records as u64);
         self.sensors.records_per_request.record(records as u64);
         for batch in &batches {
@@ -623,7 +661,7 @@ impl<H: DeliveryHandler> NativeProducer<H> {
             > self.config.delivery_timeout.as_nanos() as u64;
         if retriable && batch.attempts < self.config.retries && !expired {
             batch.attempts += 1;
-            self.sensors.record_retry.record(batch.tags.len() as u64);
+            self.sensors.record_retry.record(batch.records as u64);
             if errors::needs_metadata(code) {
                 self.metadata_stale = true;
             }
@@ -646,7 +684,7 @@ impl<H: DeliveryHandler> NativeProducer<H> {
                 self.topic.as_str()
             );
         }
-        self.sensors.record_error.record(batch.tags.len() as u64);
+        self.sensors.record_error.record(batch.records as u64);
         self.finish(batch, ack_ns, Err(&reason));
         Ok(())
     }
@@ -654,7 +692,8 @@ impl<H: DeliveryHandler> NativeProducer<H> {
     fn finish(&mut self, batch: SealedBatch, ack_ns: u64, outcome: Result<(), &str>) {
         self.buffered -= batch.bytes.len();
         self.outstanding -= 1;
-        self.handler.delivered(&batch.tags, ack_ns, outcome);
+        self.handler.delivered(&batch.runs, ack_ns, outcome);
+        self.pool.give_back(batch.bytes, batch.runs);
     }
 
     async fn refresh_leaders(&mut self) -> Result<()> {

@@ -17,7 +17,7 @@ use super::stats::Stats;
 use crate::clock;
 use crate::native::client::NativeClient;
 use crate::native::config::ProducerConfig;
-use crate::native::producer::{DeliveryHandler, NativeProducer, RecordTag};
+use crate::native::producer::{DeliveryHandler, NativeProducer, RecordRun, RecordTag};
 use crate::progress::Progress;
 
 /// Unthrottled, one clock reading is the send time of up to this many records appended in
@@ -40,7 +40,6 @@ struct Deliveries {
 struct Run {
     first_index: u64,
     n: u64,
-    sent_ns: u64,
     latency_ms: u32,
     hdr_us: u64,
     bytes: u64,
@@ -55,31 +54,37 @@ impl Run {
 }
 
 impl Deliveries {
-    /// The figures of one acknowledged record; those of `previous` when it shared its
-    /// clock reading, unthrottled.
-    fn run_of(&self, tag: &RecordTag, ack_ns: u64, previous: Option<&Run>) -> Run {
-        let (latency_ms, hdr_us) = match (previous, self.schedule) {
-            (Some(p), None) if p.sent_ns == tag.sent_ns => (p.latency_ms, p.hdr_us),
-            _ => {
-                let from_ns = match self.schedule {
-                    Some((start, interval)) => {
-                        (start + (tag.index as f64 * interval) as u64).min(tag.sent_ns)
-                    }
-                    None => tag.sent_ns,
-                };
-                (
-                    clock::latency_ms(tag.sent_ns, ack_ns),
-                    ack_ns.saturating_sub(from_ns) / 1000,
-                )
+    /// Hands `emit` the figures of the acknowledged records of `run`: all of them at once
+    /// unthrottled, where they share a send time; one by one throttled, where each has
+    /// its own intended send time for the HdrHistogram.
+    fn figures(
+        schedule: Option<(u64, f64)>,
+        run: &RecordRun,
+        ack_ns: u64,
+        mut emit: impl FnMut(Run),
+    ) {
+        let latency_ms = clock::latency_ms(run.sent_ns, ack_ns);
+        let bytes = u64::from(run.value_len);
+        match schedule {
+            None => emit(Run {
+                first_index: run.first_index,
+                n: u64::from(run.count),
+                latency_ms,
+                hdr_us: ack_ns.saturating_sub(run.sent_ns) / 1000,
+                bytes,
+            }),
+            Some((start, interval)) => {
+                for index in run.first_index..run.first_index + u64::from(run.count) {
+                    let intended = (start + (index as f64 * interval) as u64).min(run.sent_ns);
+                    emit(Run {
+                        first_index: index,
+                        n: 1,
+                        latency_ms,
+                        hdr_us: ack_ns.saturating_sub(intended) / 1000,
+                        bytes,
+                    });
+                }
             }
-        };
-        Run {
-            first_index: tag.index,
-            n: 1,
-            sent_ns: tag.sent_ns,
-            latency_ms,
-            hdr_us,
-            bytes: u64::from(tag.value_len),
         }
     }
 
@@ -96,36 +101,35 @@ impl Deliveries {
 }
 
 impl DeliveryHandler for Deliveries {
-    fn delivered(&mut self, records: &[RecordTag], ack_ns: u64, outcome: Result<(), &str>) {
+    fn delivered(&mut self, runs: &[RecordRun], ack_ns: u64, outcome: Result<(), &str>) {
+        let records: u64 = runs.iter().map(|r| u64::from(r.count)).sum();
         match outcome {
             Ok(()) => {
-                let mut run: Option<Run> = None;
+                let mut current: Option<Run> = None;
                 let mut bytes = 0;
-                for tag in records {
-                    bytes += u64::from(tag.value_len);
-                    let next = self.run_of(tag, ack_ns, run.as_ref());
-                    match run.as_mut() {
-                        Some(current) if current.continues_with(&next) => current.n += 1,
+                for run in runs {
+                    bytes += u64::from(run.count) * u64::from(run.value_len);
+                    Self::figures(self.schedule, run, ack_ns, |next| match current.as_mut() {
+                        Some(c) if c.continues_with(&next) => c.n += next.n,
                         _ => {
-                            if let Some(done) = run.replace(next) {
+                            if let Some(done) = current.replace(next) {
                                 self.record(&done, ack_ns);
                             }
                         }
-                    }
+                    });
                 }
-                if let Some(done) = run {
+                if let Some(done) = current {
                     self.record(&done, ack_ns);
                 }
-                self.recorder
-                    .completed(Instant::now(), records.len() as u64, bytes);
+                self.recorder.completed(Instant::now(), records, bytes);
             }
             Err(reason) => {
-                for _ in records {
+                for _ in 0..records {
                     self.recorder.on_failure(&reason);
                 }
             }
         }
-        self.recorder.add_progress(records.len() as u64);
+        self.recorder.add_progress(records);
     }
 }
 
