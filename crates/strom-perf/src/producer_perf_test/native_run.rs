@@ -196,9 +196,13 @@ pub fn run(
         let mut reads_left = 0;
         for i in 0..args.num_records {
             if throttled {
+                // Throttled, each record's own send time, read once: it also tells
+                // whether the record is due.
                 let intended = start_ns + (i as f64 * interval_ns) as u64;
-                if intended > clock::now_ns() + 1_000_000 {
+                sent_ns = clock::now_ns();
+                if intended > sent_ns + 1_000_000 {
                     producer.idle_until(intended).await?;
+                    sent_ns = clock::now_ns();
                 }
             }
             if i == args.warmup_records && i > 0 {
@@ -210,11 +214,13 @@ pub fn run(
             }
             let value = payloads.next(i);
             let key = keys.as_mut().map(|k| k.next(i));
-            if throttled || reads_left == 0 {
-                sent_ns = clock::now_ns();
-                reads_left = RECORDS_PER_CLOCK_READING;
+            if !throttled {
+                if reads_left == 0 {
+                    sent_ns = clock::now_ns();
+                    reads_left = RECORDS_PER_CLOCK_READING;
+                }
+                reads_left -= 1;
             }
-            reads_left -= 1;
             let tag = RecordTag {
                 index: i,
                 sent_ns,
