@@ -756,3 +756,28 @@ async fn init_producer_id(client: &NativeClient) -> Result<ProducerFields> {
         base_sequence: 0,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_takes_only_the_next_record_sent_at_its_time_with_its_value_size() {
+        let tag = |index, sent_ns, value_len| RecordTag {
+            index,
+            sent_ns,
+            value_len,
+        };
+        let mut run = RecordRun {
+            first_index: 10,
+            count: 1,
+            sent_ns: 500,
+            value_len: 100,
+        };
+        assert!(run.extend(&tag(11, 500, 100)));
+        assert!(!run.extend(&tag(13, 500, 100)), "index 12 is missing");
+        assert!(!run.extend(&tag(12, 501, 100)), "sent at another time");
+        assert!(!run.extend(&tag(12, 500, 99)), "another value size");
+        assert_eq!(run.count, 2);
+    }
+}
