@@ -1,14 +1,17 @@
 //! Connections and the work parked on them: an abandoned long-poll or JoinGroup gives its descriptor
-//! back at once, idle connections are closed after `connections.max.idle.ms`, a shutdown
-//! ends parked fetches, a fetch parked on a deleted topic answers at once, and a loop of
-//! connections that open and close does not grow the broker's memory.
+//! back at once, idle connections are closed after `connections.max.idle.ms`, a client
+//! that stops reading its answers is cut off after it and holds little of the broker's
+//! memory meanwhile, a shutdown ends parked fetches, a fetch parked on a deleted topic
+//! answers at once, and a loop of connections that open and close does not grow the
+//! broker's memory.
 
 mod common;
 
+use std::io::Read;
 use std::net::Shutdown;
 use std::time::Duration;
 
-use common::raw::{topic_name, Conn};
+use common::raw::{assert_broker_serves_others, keyless_batch, topic_name, Conn};
 use common::{wait_until, StromBroker};
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
@@ -74,6 +77,100 @@ fn idle_connections_are_closed_after_connections_max_idle_ms() {
     let mut conn = Conn::open(&broker);
     assert_eq!(conn.api_versions(3).error_code, 0);
     conn.assert_closed("a connection idle for longer than connections.max.idle.ms");
+}
+
+#[test]
+fn a_client_that_stops_reading_its_answers_is_cut_off_and_holds_little_memory_meanwhile() {
+    const TOPICS: usize = 16;
+    const REQUESTS: usize = 150;
+    let broker = StromBroker::start(&["connections.max.idle.ms=1000"]);
+    let mut admin = Conn::open(&broker);
+    // Each of 16 topics holds one batch of about 200 KiB, so each answer below is 3.2 MiB
+    // of records copied into memory (reads under 256 KiB are not sent from the file).
+    let value = vec![b'v'; 4096];
+    let values: Vec<&[u8]> = (0..50).map(|_| &value[..]).collect();
+    let topics: Vec<String> = (0..TOPICS).map(|i| format!("backlog-{i}")).collect();
+    for topic in &topics {
+        assert_eq!(admin.create_topic(topic), 0);
+        assert_eq!(admin.produce(topic, keyless_batch(&values)).0, 0);
+    }
+    let fetch = FetchRequest::default()
+        .with_max_wait_ms(0)
+        .with_max_bytes(64 << 20)
+        .with_topics(
+            topics
+                .iter()
+                .map(|topic| {
+                    FetchTopic::default()
+                        .with_topic(topic_name(topic))
+                        .with_partitions(vec![FetchPartition::default()
+                            .with_partition(0)
+                            .with_fetch_offset(0)
+                            .with_partition_max_bytes(256 * 1024 - 1)])
+                })
+                .collect(),
+        );
+    let answer: FetchResponse = admin.call(ApiKey::Fetch, FETCH_VERSION, &fetch);
+    let answer_bytes: usize = answer
+        .responses
+        .iter()
+        .map(|t| t.partitions[0].records.as_ref().map_or(0, |r| r.len()))
+        .sum();
+    assert!(
+        answer_bytes > 3 << 20,
+        "each answer holds {answer_bytes} bytes of records"
+    );
+    let peak_before = broker.peak_rss_bytes();
+
+    // 150 answers of 3.2 MiB asked for and none read.
+    let mut stuck = Conn::open(&broker);
+    let client_port = stuck.stream.local_addr().unwrap().port();
+    for _ in 0..REQUESTS {
+        stuck.send(ApiKey::Fetch, FETCH_VERSION, &fetch);
+    }
+    assert!(
+        wait_until(SETTLE, || !established(broker.port(), client_port)),
+        "the connection whose client reads nothing is still open {SETTLE:?} after it stopped"
+    );
+    // Meanwhile the broker held at most its allowance of 16 MiB of queued answers (and the
+    // answers being written): queueing 64 answers, as it did, took 200 MB more.
+    let grown = broker.peak_rss_bytes().saturating_sub(peak_before);
+    assert!(
+        grown < 64 << 20,
+        "the broker's peak RSS grew by {grown} bytes while the client read nothing"
+    );
+    // From the client's side: what reached its socket before the cut, then the end (or a
+    // reset: the broker closed with requests of this client unread).
+    let mut received = 0;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        match stuck.stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => received += n,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+            Err(e) => panic!("the connection did not end: {e}"),
+        }
+    }
+    assert!(
+        received < REQUESTS * answer_bytes / 2,
+        "{received} bytes of answers arrived"
+    );
+    assert_broker_serves_others(&broker, "a client that read nothing was cut off");
+}
+
+/// Whether the broker's side of the connection from `client_port` is still established
+/// (`/proc/net/tcp`: local and remote address in hex, state 01).
+fn established(broker_port: u16, client_port: u16) -> bool {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("read /proc/net/tcp");
+    let local = format!(":{broker_port:04X}");
+    let remote = format!(":{client_port:04X}");
+    table.lines().skip(1).any(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        fields.len() > 3
+            && fields[1].ends_with(&local)
+            && fields[2].ends_with(&remote)
+            && fields[3] == "01"
+    })
 }
 
 #[test]

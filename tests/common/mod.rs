@@ -111,13 +111,23 @@ impl StromBroker {
 
     /// The broker's resident set size in bytes.
     pub fn rss_bytes(&self) -> u64 {
+        self.status_bytes("VmRSS:")
+    }
+
+    /// The most the broker's resident set has been, in bytes.
+    pub fn peak_rss_bytes(&self) -> u64 {
+        self.status_bytes("VmHWM:")
+    }
+
+    /// A size field (in kB) of /proc/<pid>/status, in bytes.
+    fn status_bytes(&self, field: &str) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
             .expect("read /proc/<pid>/status");
         let kb: u64 = status
             .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .find_map(|l| l.strip_prefix(field))
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("VmRSS in /proc/<pid>/status");
+            .unwrap_or_else(|| panic!("{field} in /proc/<pid>/status"));
         kb * 1024
     }
 

@@ -11,23 +11,33 @@
 //! parked work at once instead of holding the connection and its descriptor until the
 //! wait runs out. A connection with no request in flight that sends nothing for
 //! `connections.max.idle.ms` is closed, as Kafka's `Selector` closes idle channels.
+//!
+//! A client that sends requests but does not read the answers cannot make the broker
+//! hold more than [`QUEUED_BYTES`] of its responses (Kafka holds one, muting the channel
+//! until it is sent): the reader stops handling requests until the writer has caught up,
+//! and a writer that the socket takes nothing from for `connections.max.idle.ms` closes
+//! the connection, which gives back the responses' memory and the files they hold.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use strom_wire::FrameDecoder;
+use strom_wire::{FrameDecoder, FramePart};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, watch, Semaphore};
 
 use crate::handlers::{self, Response};
-use crate::response_writer::write_responses;
+use crate::response_writer::{write_responses, Queued};
 use crate::BrokerState;
 
 /// Responses queued for the writer before the reader waits for it.
 const WRITE_QUEUE: usize = 64;
+/// Bytes of responses (in memory, or ranges of files to send) queued for the writer
+/// before the reader waits for it; a larger response takes the whole allowance, so it
+/// is queued alone.
+const QUEUED_BYTES: usize = 16 << 20;
 const READ_BUFFER: usize = 64 * 1024;
 /// While a request is in flight, further bytes are read only up to this much buffered
 /// input: enough to notice the peer closing, never an unbounded queue of pipelined
@@ -56,10 +66,11 @@ pub async fn serve(
 ) {
     let _ = stream.set_nodelay(true);
     let (mut reader, writer) = stream.into_split();
-    let (tx, rx) = mpsc::channel::<Response>(WRITE_QUEUE);
-    let writer_task = tokio::spawn(write_responses(writer, rx));
-    let decoder = FrameDecoder::new(state.config.socket_request_max_bytes);
+    let (tx, rx) = mpsc::channel::<Queued>(WRITE_QUEUE);
     let idle = Duration::from_millis(state.config.connections_max_idle_ms);
+    let writer_task = tokio::spawn(write_responses(writer, rx, idle));
+    let allowance = Arc::new(Semaphore::new(QUEUED_BYTES));
+    let decoder = FrameDecoder::new(state.config.socket_request_max_bytes);
     let mut buf = BytesMut::with_capacity(READ_BUFFER);
     let closed = loop {
         let frame = match decoder.decode(&mut buf) {
@@ -100,8 +111,8 @@ pub async fn serve(
         };
         match outcome {
             Ok(Ok(Some(response))) => {
-                if tx.send(response).await.is_err() {
-                    break Closed::Eof;
+                if let Err(closed) = enqueue(response, &tx, &allowance, &mut shutdown).await {
+                    break closed;
                 }
             }
             Ok(Ok(None)) => {}
@@ -123,8 +134,44 @@ pub async fn serve(
     state.memory.connection_closed();
 }
 
+/// Hands `response` to the writer once the queue has room for it: within
+/// [`QUEUED_BYTES`] and [`WRITE_QUEUE`] responses.
+async fn enqueue(
+    response: Response,
+    tx: &mpsc::Sender<Queued>,
+    allowance: &Arc<Semaphore>,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Result<(), Closed> {
+    let size = queued_size(&response).clamp(1, QUEUED_BYTES) as u32;
+    let queued = async {
+        let permit = Arc::clone(allowance)
+            .acquire_many_owned(size)
+            .await
+            .map_err(|_| Closed::Eof)?;
+        tx.send(Queued { response, permit })
+            .await
+            .map_err(|_| Closed::Eof)
+    };
+    tokio::select! {
+        result = queued => result,
+        _ = shutdown.changed() => Err(Closed::Shutdown),
+    }
+}
+
+/// The bytes a response puts on the wire, in memory or sent from files.
+fn queued_size(response: &Response) -> usize {
+    response
+        .parts()
+        .iter()
+        .map(|part| match part {
+            FramePart::Bytes(bytes) => bytes.len(),
+            FramePart::File(slice) => slice.len(),
+        })
+        .sum()
+}
+
 /// Lets the writer send what is queued, then closes the socket.
-async fn finish(tx: mpsc::Sender<Response>, writer_task: tokio::task::JoinHandle<()>) {
+async fn finish(tx: mpsc::Sender<Queued>, writer_task: tokio::task::JoinHandle<()>) {
     drop(tx);
     let _ = writer_task.await;
 }

@@ -8,25 +8,42 @@
 //! the fields between them leave in full segments rather than one small segment per part
 //! (the socket is otherwise `TCP_NODELAY`).
 //!
+//! A socket that takes nothing for `connections.max.idle.ms` (a client that stopped
+//! reading its answers) ends the writer, and with it the connection, as Kafka's
+//! `Selector` closes a channel with no activity for that long.
+//!
 //! A range whose file shrank before it was sent (a leader that became a follower and
 //! truncated its log) cannot be completed: the frame's size is already written, so the
 //! connection is closed, as Kafka closes it, and the client fetches again.
 
+use std::future::Future;
 use std::io;
 use std::os::fd::AsRawFd;
+use std::time::Duration;
 
 use bytes::BytesMut;
 use strom_log::LogSlice;
 use strom_wire::FramePart;
 use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::tcp::OwnedWriteHalf;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
 use crate::handlers::Response;
 
-/// Writes the responses `rx` delivers until it closes or a write fails, then shuts the
-/// socket's sending side.
-pub async fn write_responses(mut writer: OwnedWriteHalf, mut rx: mpsc::Receiver<Response>) {
+/// A response waiting for the writer, with its share of the connection's allowance of
+/// queued bytes, given back once it is written.
+pub struct Queued {
+    pub response: Response,
+    pub permit: OwnedSemaphorePermit,
+}
+
+/// Writes the responses `rx` delivers until it closes or a write fails or makes no
+/// progress for `stall`, then shuts the socket's sending side.
+pub async fn write_responses(
+    mut writer: OwnedWriteHalf,
+    mut rx: mpsc::Receiver<Queued>,
+    stall: Duration,
+) {
     let mut pending = BytesMut::new();
     let mut ready = Vec::new();
     while let Some(first) = rx.recv().await {
@@ -34,7 +51,7 @@ pub async fn write_responses(mut writer: OwnedWriteHalf, mut rx: mpsc::Receiver<
         while let Ok(next) = rx.try_recv() {
             ready.push(next);
         }
-        if let Err(e) = write_ready(&mut writer, &mut ready, &mut pending).await {
+        if let Err(e) = write_ready(&mut writer, &mut ready, &mut pending, stall).await {
             match e.kind() {
                 io::ErrorKind::UnexpectedEof => tracing::warn!(error = %e, "closing connection"),
                 _ => tracing::debug!(error = %e, "write failed"),
@@ -48,33 +65,34 @@ pub async fn write_responses(mut writer: OwnedWriteHalf, mut rx: mpsc::Receiver<
 /// Writes `ready` (emptying it) in order.
 async fn write_ready(
     writer: &mut OwnedWriteHalf,
-    ready: &mut Vec<Response>,
+    ready: &mut Vec<Queued>,
     pending: &mut BytesMut,
+    stall: Duration,
 ) -> io::Result<()> {
     if let [only] = ready.as_slice() {
-        if let Some(bytes) = only.as_bytes() {
-            writer.write_all(bytes).await?;
+        if let Some(bytes) = only.response.as_bytes() {
+            write_all(writer, bytes, stall).await?;
             ready.clear();
             return Ok(());
         }
     }
-    let corked = ready.iter().any(|r| r.as_bytes().is_none());
+    let corked = ready.iter().any(|q| q.response.as_bytes().is_none());
     if corked {
         set_cork(writer, true)?;
     }
-    for response in ready.drain(..) {
-        for part in response.into_parts() {
+    for queued in ready.drain(..) {
+        for part in queued.response.into_parts() {
             match part {
                 FramePart::Bytes(bytes) => pending.extend_from_slice(&bytes),
                 FramePart::File(slice) => {
-                    writer.write_all(pending).await?;
+                    write_all(writer, pending, stall).await?;
                     pending.clear();
-                    send_file(writer, &slice).await?;
+                    send_file(writer, &slice, stall).await?;
                 }
             }
         }
     }
-    writer.write_all(pending).await?;
+    write_all(writer, pending, stall).await?;
     pending.clear();
     if corked {
         set_cork(writer, false)?;
@@ -82,8 +100,37 @@ async fn write_ready(
     Ok(())
 }
 
+/// Writes all of `bytes`, failing when the socket takes none of them for `stall`.
+async fn write_all(
+    writer: &mut OwnedWriteHalf,
+    mut bytes: &[u8],
+    stall: Duration,
+) -> io::Result<()> {
+    while !bytes.is_empty() {
+        let written = within(stall, writer.write(bytes)).await?;
+        if written == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        bytes = &bytes[written..];
+    }
+    Ok(())
+}
+
+/// `io` unless it takes longer than `stall`: the client stopped reading its answers.
+async fn within<T>(stall: Duration, io: impl Future<Output = io::Result<T>>) -> io::Result<T> {
+    tokio::time::timeout(stall, io).await.unwrap_or_else(|_| {
+        Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!(
+                "the client read none of its answers for {} ms (connections.max.idle.ms)",
+                stall.as_millis()
+            ),
+        ))
+    })
+}
+
 /// Sends `slice` from its file to the socket.
-async fn send_file(writer: &OwnedWriteHalf, slice: &LogSlice) -> io::Result<()> {
+async fn send_file(writer: &OwnedWriteHalf, slice: &LogSlice, stall: Duration) -> io::Result<()> {
     let Some((file, position)) = slice.file() else {
         return Ok(());
     };
@@ -92,8 +139,9 @@ async fn send_file(writer: &OwnedWriteHalf, slice: &LogSlice) -> io::Result<()> 
     let mut offset = position as libc::off_t;
     while (offset as u64) < end {
         let count = (end - offset as u64) as usize;
-        let sent = socket
-            .async_io(Interest::WRITABLE, || {
+        let sent = within(
+            stall,
+            socket.async_io(Interest::WRITABLE, || {
                 // SAFETY: both descriptors stay open for the call (the socket is borrowed,
                 // the file held by the slice) and `offset` is a live `off_t`.
                 let n = unsafe {
@@ -104,8 +152,9 @@ async fn send_file(writer: &OwnedWriteHalf, slice: &LogSlice) -> io::Result<()> 
                 } else {
                     Ok(n as usize)
                 }
-            })
-            .await?;
+            }),
+        )
+        .await?;
         if sent == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
