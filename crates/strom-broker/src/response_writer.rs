@@ -141,16 +141,18 @@ async fn send_file(writer: &OwnedWriteHalf, slice: &LogSlice, stall: Duration) -
         let count = (end - offset as u64) as usize;
         let sent = within(
             stall,
-            socket.async_io(Interest::WRITABLE, || {
+            socket.async_io(Interest::WRITABLE, || loop {
                 // SAFETY: both descriptors stay open for the call (the socket is borrowed,
                 // the file held by the slice) and `offset` is a live `off_t`.
                 let n = unsafe {
                     libc::sendfile(socket.as_raw_fd(), file.as_raw_fd(), &mut offset, count)
                 };
-                if n < 0 {
-                    Err(io::Error::last_os_error())
-                } else {
-                    Ok(n as usize)
+                if n >= 0 {
+                    return Ok(n as usize);
+                }
+                let error = io::Error::last_os_error();
+                if error.kind() != io::ErrorKind::Interrupted {
+                    return Err(error);
                 }
             }),
         )
