@@ -4,7 +4,8 @@
 //! `strom bench faults`, at a small scale), and a leader cut off by a network partition
 //! (each node in its own network namespace; root only); acks=1 loses records a leader
 //! acknowledged alone while acks=all does not acknowledge them; an ISR below
-//! `min.insync.replicas` refuses acks=all writes with NOT_ENOUGH_REPLICAS; followers leave
+//! `min.insync.replicas` refuses acks=all writes with NOT_ENOUGH_REPLICAS, while a setting
+//! above a partition's replica count asks for every replica and no more; followers leave
 //! the ISR when they die and rejoin when they return, as kcat shows; leader epochs fence
 //! stale requests and a broker that is not a replica cannot fetch as one; ElectLeaders
 //! moves leadership back to the preferred replica; DeleteRecords moves every ISR member's
@@ -368,6 +369,39 @@ fn acks_one_loses_what_a_leader_acknowledged_alone_and_acks_all_never_acknowledg
         leader_dies_alone_with(&mut cluster, "acks-all", "all", 0..20, false);
     assert_eq!(acknowledged, Vec::<usize>::new(), "acks=all acknowledged");
     assert!(read.iter().all(|v| *v < 20), "acks=all read back {read:?}");
+}
+
+#[test]
+fn min_insync_above_the_replica_count_asks_for_every_replica_and_no_more() {
+    // A broker-wide min.insync.replicas of 2 and a partition of one replica (here a
+    // standalone node): Kafka's effective min ISR is 1, so acks=all is accepted and what
+    // is written is committed and readable.
+    let broker = common::StromBroker::start(&["min.insync.replicas=2"]);
+    let mut conn = Conn::open(&broker);
+    assert_eq!(conn.create_topic("one-replica"), 0);
+    let (error, base_offset) = conn.produce(
+        "one-replica",
+        common::raw::batch(&[b"first".as_slice(), b"second".as_slice()]),
+    );
+    assert_eq!(
+        (error, base_offset),
+        (0, 0),
+        "acks=all with one replica of one"
+    );
+    let fetch = FetchRequest::default()
+        .with_max_wait_ms(0)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(common::raw::topic_name("one-replica"))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1 << 20)])]);
+    let response: FetchResponse = conn.call(ApiKey::Fetch, 11, &fetch);
+    let partition = &response.responses[0].partitions[0];
+    assert_eq!(partition.error_code, 0);
+    assert_eq!(partition.high_watermark, 2, "both records are committed");
+    assert!(partition.records.as_ref().is_some_and(|r| !r.is_empty()));
 }
 
 #[test]

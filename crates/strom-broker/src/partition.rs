@@ -42,7 +42,8 @@ pub struct CommitState {
 
 /// What an acks=all produce waits for ([`Partition::wait_for_commit`]): the high
 /// watermark passing `last_offset` while this broker leads in `leader_epoch` and the ISR
-/// keeps `min_insync` members (the topic's `min.insync.replicas` at the append).
+/// keeps `min_insync` members (the topic's `min.insync.replicas` at the append, at most
+/// the partition's replica count).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PendingCommit {
     pub last_offset: i64,
@@ -238,8 +239,8 @@ impl Partition {
     }
 
     /// Appends a producer's record set as the leader and wakes waiting fetches. With
-    /// acks=all (`required_acks` -1) an ISR smaller than `min.insync.replicas` refuses the
-    /// append with NOT_ENOUGH_REPLICAS. Returns the append and what
+    /// acks=all (`required_acks` -1) an ISR smaller than `min.insync.replicas` (at most the
+    /// replica count) refuses the append with NOT_ENOUGH_REPLICAS. Returns the append and what
     /// [`Self::wait_for_commit`] waits for.
     pub fn append_as_leader(
         &self,
@@ -247,14 +248,17 @@ impl Partition {
         required_acks: i16,
     ) -> Result<(AppendInfo, PendingCommit), ApiError> {
         let (info, commit, moved) = self.try_with_log(|log| {
-            let (leader_epoch, isr_len) = {
+            let (leader_epoch, isr_len, min_insync) = {
                 let replica = self.replica.lock();
                 if !replica.is_leader() {
                     return Ok(Err(self.not_leader()));
                 }
-                (replica.leader_epoch, replica.isr.len())
+                (
+                    replica.leader_epoch,
+                    replica.isr.len(),
+                    replica.effective_min_insync(log.config().min_insync_replicas),
+                )
             };
-            let min_insync = log.config().min_insync_replicas;
             if required_acks == -1 && isr_len < min_insync {
                 return Ok(Err(ApiError::new(
                     ResponseError::NotEnoughReplicas,

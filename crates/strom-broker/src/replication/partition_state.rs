@@ -102,13 +102,21 @@ impl ReplicaState {
         isr
     }
 
+    /// The in-sync replicas that `min.insync.replicas` = `configured` asks for here:
+    /// never more than the partition has (Kafka's `effectiveMinIsr`), so a setting above
+    /// a topic's replication factor — a broker-wide 2 and a topic of one replica, or a
+    /// standalone node — does not stop every write and every commit.
+    pub fn effective_min_insync(&self, configured: usize) -> usize {
+        configured.min(self.replicas.len().max(1))
+    }
+
     /// The high watermark the leader may advance to with log end `log_end_offset`: the
-    /// smallest log end over the maximal ISR — unless that ISR is smaller than
-    /// `min_insync`, when nothing more is committed: a record is committed only once
-    /// `min.insync.replicas` replicas have it.
+    /// smallest log end over the maximal ISR — unless that ISR is smaller than the
+    /// effective `min_insync`, when nothing more is committed: a record is committed only
+    /// once `min.insync.replicas` replicas have it.
     pub fn high_watermark_candidate(&self, log_end_offset: i64, min_insync: usize) -> Option<i64> {
         let isr = self.maximal_isr();
-        if isr.len() < min_insync {
+        if isr.len() < self.effective_min_insync(min_insync) {
             return None;
         }
         Some(
@@ -308,7 +316,23 @@ mod tests {
         s.update_follower(BrokerId(2), 110, 120, 1_100);
         s.update_follower(BrokerId(3), 120, 120, 1_100);
         assert_eq!(s.high_watermark_candidate(120, 1), Some(110));
-        assert_eq!(s.high_watermark_candidate(120, 4), None);
+        assert_eq!(s.high_watermark_candidate(120, 3), Some(110));
+    }
+
+    #[test]
+    fn min_insync_counts_at_most_the_partitions_replicas() {
+        let mut s = leader_of(&[1, 2, 3]);
+        s.update_follower(BrokerId(2), 110, 120, 1_100);
+        s.update_follower(BrokerId(3), 120, 120, 1_100);
+        assert_eq!(s.effective_min_insync(4), 3);
+        assert_eq!(
+            s.high_watermark_candidate(120, 4),
+            Some(110),
+            "4 asks for every replica of 3"
+        );
+        let two = leader_of(&[1, 2]);
+        assert_eq!(two.high_watermark_candidate(120, 3), None);
+        assert_eq!(ReplicaState::standalone().effective_min_insync(2), 1);
     }
 
     #[test]
