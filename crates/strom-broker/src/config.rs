@@ -27,21 +27,6 @@ pub enum ConfigError {
     },
 }
 
-/// Kafka keys strom accepts but does not use (thread pools, buffer sizes and replication
-/// settings of internal topics have no counterpart in its design).
-const ACCEPTED_WITHOUT_EFFECT: &[&str] = &[
-    "num.network.threads",
-    "num.io.threads",
-    "socket.send.buffer.bytes",
-    "socket.receive.buffer.bytes",
-    "offsets.topic.replication.factor",
-    "offsets.topic.num.partitions",
-    "transaction.state.log.replication.factor",
-    "transaction.state.log.min.isr",
-    "share.coordinator.state.topic.replication.factor",
-    "share.coordinator.state.topic.min.isr",
-];
-
 /// One listener, `PLAINTEXT://host:port`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listener {
@@ -381,7 +366,21 @@ impl BrokerConfig {
                         ),
                     }
                 }
-                _ if ACCEPTED_WITHOUT_EFFECT.contains(&k) => {
+                "zookeeper.connect" => {
+                    return Err(ConfigError::InvalidValue {
+                        key: k.to_string(),
+                        value: v.to_string(),
+                        reason: "strom runs in KRaft mode only (as Kafka 4 does): set process.roles, node.id and controller.quorum.voters instead".to_string(),
+                    })
+                }
+                "authorizer.class.name" if !v.trim().is_empty() => {
+                    return Err(ConfigError::InvalidValue {
+                        key: k.to_string(),
+                        value: v.to_string(),
+                        reason: "strom has no authorizer yet, and would otherwise serve every client what the authorizer was meant to refuse".to_string(),
+                    })
+                }
+                _ if crate::kafka_broker_keys::is_kafka_broker_key(k) => {
                     tracing::warn!(key = k, "configuration accepted but has no effect in strom");
                 }
                 _ => return Err(ConfigError::UnknownKey(key.clone())),
@@ -493,6 +492,32 @@ mod tests {
         ] {
             let err = BrokerConfig::from_properties(&props(&[(key, value)])).unwrap_err();
             assert!(err.to_string().contains(key), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_server_properties_written_for_kafka_starts_strom() {
+        let kafka = props(&[
+            ("controlled.shutdown.enable", "true"),
+            ("broker.rack", "rack-1"),
+            ("leader.imbalance.per.broker.percentage", "10"),
+            ("controller.quorum.request.timeout.ms", "2000"),
+            ("log.cleaner.enable", "true"),
+            ("queued.max.requests", "500"),
+            ("ssl.keystore.location", "/etc/kafka/keystore.jks"),
+            ("authorizer.class.name", ""),
+        ]);
+        assert!(BrokerConfig::from_properties(&kafka).is_ok());
+        for (key, value, reason) in [
+            ("zookeeper.connect", "zk:2181", "KRaft mode only"),
+            (
+                "authorizer.class.name",
+                "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                "no authorizer",
+            ),
+        ] {
+            let err = BrokerConfig::from_properties(&props(&[(key, value)])).unwrap_err();
+            assert!(err.to_string().contains(reason), "{key}: {err}");
         }
     }
 

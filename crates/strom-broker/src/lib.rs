@@ -14,6 +14,7 @@ pub mod error;
 pub mod fetch_session;
 pub mod group;
 pub mod handlers;
+pub mod kafka_broker_keys;
 pub mod kraft_config;
 pub mod log_dir_workers;
 pub mod log_manager;
