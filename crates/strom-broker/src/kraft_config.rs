@@ -33,6 +33,7 @@ pub const KEYS: &[&str] = &[
     "default.replication.factor",
     "auto.leader.rebalance.enable",
     "leader.imbalance.check.interval.seconds",
+    "unclean.leader.election.interval.ms",
 ];
 
 /// Kafka's default `listener.security.protocol.map`.
@@ -84,6 +85,9 @@ pub struct KraftConfig {
     /// preferred replicas every `leader.imbalance.check.interval.seconds`.
     pub auto_leader_rebalance_enable: bool,
     pub leader_imbalance_check_interval_seconds: u64,
+    /// `unclean.leader.election.interval.ms`: how often the active controller looks for
+    /// partitions without a leader that an unclean election may now give one.
+    pub unclean_leader_election_interval_ms: u64,
 }
 
 fn invalid(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
@@ -296,6 +300,12 @@ impl KraftConfig {
                 props,
                 "leader.imbalance.check.interval.seconds",
                 300,
+                1,
+            )?,
+            unclean_leader_election_interval_ms: number(
+                props,
+                "unclean.leader.election.interval.ms",
+                300_000,
                 1,
             )?,
         };

@@ -60,6 +60,9 @@ pub struct QuorumConfig {
     /// `unclean.leader.election.enable` of this node's server.properties: the default for
     /// topics that do not set it.
     pub unclean_leader_election_enable: bool,
+    /// `unclean.leader.election.interval.ms`: the period of the check for partitions
+    /// without a leader ([`replication::unclean_elections`]).
+    pub unclean_leader_election_interval_ms: u64,
 }
 
 /// What the active controller tracks of each observer's fetches.
@@ -196,12 +199,18 @@ impl QuorumController {
                 .run(controller.raft.clone(), controller.shutdown.subscribe()),
         );
         tokio::spawn(controller.clone().fence_expired_brokers());
+        let unclean_default = controller.config.unclean_leader_election_enable;
+        tokio::spawn(controller.clone().elect_periodically(
+            Duration::from_millis(controller.config.unclean_leader_election_interval_ms.max(1)),
+            "leaders elected for partitions without one",
+            move |image| replication::unclean_elections(image, unclean_default),
+        ));
         if let Some(ms) = controller.config.leader_imbalance_check_interval_ms {
-            tokio::spawn(
-                controller
-                    .clone()
-                    .rebalance_leaders(Duration::from_millis(ms.max(1))),
-            );
+            tokio::spawn(controller.clone().elect_periodically(
+                Duration::from_millis(ms.max(1)),
+                "preferred leaders elected",
+                replication::preferred_leaders,
+            ));
         }
         Ok(controller)
     }
@@ -653,10 +662,18 @@ impl QuorumController {
         }
     }
 
-    /// Moves leadership back to each partition's preferred replica every
-    /// `leader.imbalance.check.interval.seconds` while this voter leads (Kafka's
-    /// `auto.leader.rebalance.enable`).
-    async fn rebalance_leaders(self: Arc<Self>, interval: Duration) {
+    /// Every `interval` while this voter leads, writes the elections `elect` finds in
+    /// the image — the periodic checks of Kafka's controller: preferred leaders every
+    /// `leader.imbalance.check.interval.seconds` (`auto.leader.rebalance.enable`), and
+    /// leaders for partitions without one every `unclean.leader.election.interval.ms`, so
+    /// a topic that allows unclean election after its ISR died is led again without a
+    /// broker having to re-register.
+    async fn elect_periodically(
+        self: Arc<Self>,
+        interval: Duration,
+        what: &'static str,
+        elect: impl Fn(&MetadataImage) -> Vec<MetadataRecord> + Send + 'static,
+    ) {
         let mut shutdown = self.shutdown.subscribe();
         loop {
             tokio::select! {
@@ -668,13 +685,13 @@ impl QuorumController {
             }
             let result = self
                 .write_with(|image, _| {
-                    let records = replication::preferred_leaders(image);
-                    let moved = records.len();
-                    Ok((records, moved))
+                    let records = elect(image);
+                    let elected = records.len();
+                    Ok((records, elected))
                 })
                 .await;
-            if let Ok((moved @ 1.., _)) = result {
-                tracing::info!(partitions = moved, "preferred leaders elected");
+            if let Ok((elected @ 1.., _)) = result {
+                tracing::info!(partitions = elected, "{what}");
             }
         }
     }

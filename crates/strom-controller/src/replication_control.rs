@@ -473,20 +473,47 @@ pub fn broker_back(
     broker: BrokerId,
     unclean_default: bool,
 ) -> Vec<MetadataRecord> {
-    let active = |b: BrokerId| b == broker || image.is_active(b);
+    leaderless_elections(
+        image,
+        |b| b == broker || image.is_active(b),
+        |p| p.replicas.contains(&broker),
+        unclean_default,
+    )
+}
+
+/// The controller's periodic check (Kafka's, every `unclean.leader.election.interval.ms`):
+/// every partition without a leader gets one if an ISR member is active, or, where
+/// unclean election is allowed now, any active replica — so enabling
+/// `unclean.leader.election.enable` on a topic whose ISR is gone takes effect without a
+/// broker having to come back.
+pub fn unclean_elections(image: &MetadataImage, unclean_default: bool) -> Vec<MetadataRecord> {
+    leaderless_elections(image, |b| image.is_active(b), |_| true, unclean_default)
+}
+
+/// Elections for the partitions without a leader that `wanted` selects, among the
+/// brokers for which `active` holds: the first active ISR member, else, where unclean
+/// election is allowed, the first active replica.
+fn leaderless_elections(
+    image: &MetadataImage,
+    active: impl Fn(BrokerId) -> bool,
+    wanted: impl Fn(&PartitionRegistration) -> bool,
+    unclean_default: bool,
+) -> Vec<MetadataRecord> {
     let mut records = Vec::new();
     for topic in image.topics() {
         let unclean = unclean_allowed(image, &topic.name, unclean_default);
         for (index, p) in topic.partitions.iter().enumerate() {
-            if p.has_leader() || !p.replicas.contains(&broker) {
+            if p.has_leader() || !wanted(p) {
                 continue;
             }
             let leader = elect(p, &p.isr, &active);
             let change = if leader != BrokerId::NONE {
                 change_record(topic.id, index, p, leader, p.isr.clone())
             } else if unclean {
-                elect_unclean(p, &active)
-                    .and_then(|(l, isr)| change_record(topic.id, index, p, l, isr))
+                elect_unclean(p, &active).and_then(|(l, isr)| {
+                    tracing::warn!(topic = %topic.name, partition = index, leader = l.0, "unclean leader election: committed records may be lost");
+                    change_record(topic.id, index, p, l, isr)
+                })
             } else {
                 None
             };
@@ -1003,6 +1030,39 @@ mod tests {
             broker_back(&changed, id, unclean_default)
         };
         changed.apply_at(offset + 1, &follow)
+    }
+
+    #[test]
+    fn unclean_election_enabled_on_a_topic_without_a_live_isr_elects_at_the_next_check() {
+        let (image, _) = replicated(&cluster(&[1, 2, 3]));
+        let image = set_fenced(&image, 3, 2, true, false);
+        let image = set_fenced(&image, 5, 3, true, false);
+        let image = set_fenced(&image, 7, 1, true, false);
+        let image = set_fenced(&image, 9, 2, false, false);
+        let p = &image.topic("r").unwrap().partitions[0];
+        assert_eq!(
+            (p.leader, p.isr.clone()),
+            (BrokerId::NONE, vec![BrokerId(1)])
+        );
+        assert!(
+            unclean_elections(&image, false).is_empty(),
+            "the topic does not allow it"
+        );
+        let enable = alter_configs(
+            &image,
+            &strom_metadata::ConfigResource::Topic("r".into()),
+            &[("unclean.leader.election.enable".into(), Some("true".into()))],
+            false,
+        )
+        .unwrap();
+        let image = image.apply_at(11, &enable);
+        let image = image.apply_at(12, &unclean_elections(&image, false));
+        let p = &image.topic("r").unwrap().partitions[0];
+        assert_eq!((p.leader, p.isr.clone()), (BrokerId(2), vec![BrokerId(2)]));
+        assert!(
+            unclean_elections(&image, false).is_empty(),
+            "once elected, nothing more"
+        );
     }
 
     #[test]
