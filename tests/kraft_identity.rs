@@ -1,6 +1,8 @@
 //! KRaft configuration and storage identity against the real binary: `strom storage
 //! random-uuid` and `format`, a node with `process.roles` that starts only on formatted
-//! directories of its cluster, Kafka's single-node quickstart configuration, and the
+//! directories of its cluster, Kafka's single-node quickstart configuration (Kafka 3's with
+//! `controller.quorum.voters`, Kafka 4's with `controller.quorum.bootstrap.servers` and a
+//! `--standalone` format), and the
 //! configurations refused with a message naming the key or the missing part, and named
 //! listeners each bound and advertised.
 
@@ -113,6 +115,62 @@ fn a_formatted_quickstart_node_starts_and_serves_its_cluster_id() {
         metadata.cluster_id.map(|c| c.to_string()).as_deref(),
         Some("MkU3OEVBNTcwNTJENDM2Qk")
     );
+}
+
+/// Kafka 4's `config/server.properties` for one combined node: the quorum named by
+/// `controller.quorum.bootstrap.servers`, its voter set left to `format --standalone`;
+/// and no `listener.security.protocol.map`, whose default maps a KRaft node's controller
+/// listener to PLAINTEXT.
+fn quickstart_4(logs: &Path) -> Vec<String> {
+    quickstart(logs)
+        .into_iter()
+        .filter(|line| !line.starts_with("listener.security.protocol.map="))
+        .map(
+            |line| match line.strip_prefix("controller.quorum.voters=1@") {
+                Some(address) => format!("controller.quorum.bootstrap.servers={address}"),
+                None => line,
+            },
+        )
+        .collect()
+}
+
+#[test]
+fn kafka_4s_quickstart_formats_a_standalone_controller_and_serves() {
+    let root = tempfile::tempdir().unwrap();
+    for (name, standalone) in [("plain", false), ("standalone", true)] {
+        let logs = root.path().join(name);
+        let config = root.path().join(format!("{name}.properties"));
+        let lines = quickstart_4(&logs);
+        write_config(&config, &lines);
+        let mut args = vec!["storage", "format", "-t", "MkU3OEVBNTcwNTJENDM2Qk"];
+        args.extend(["-c", config.to_str().unwrap()]);
+        if standalone {
+            args.push("--standalone");
+        }
+        let (ok, _, err) = strom(&args);
+        assert!(ok, "{name}: {err}");
+        let overrides = as_overrides(&lines);
+        let refs: Vec<&str> = overrides.iter().map(String::as_str).collect();
+        if !standalone {
+            // Formatted without a voter set, the node says how to get one.
+            let (status, err) = run_server_expecting_exit(&refs);
+            assert!(!status.success());
+            assert!(err.contains("--standalone"), "{err}");
+            continue;
+        }
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let broker = StromBroker::start(&refs);
+        let mut conn = Conn::open(&broker);
+        let metadata: MetadataResponse =
+            conn.call(ApiKey::Metadata, 9, &MetadataRequest::default());
+        assert_eq!(
+            metadata.cluster_id.map(|c| c.to_string()).as_deref(),
+            Some("MkU3OEVBNTcwNTJENDM2Qk")
+        );
+        assert_eq!(conn.create_topic("quickstart-events"), 0);
+        let batch = common::raw::batch(&[b"hello".as_slice()]);
+        assert_eq!(conn.produce("quickstart-events", batch), (0, 0));
+    }
 }
 
 #[test]

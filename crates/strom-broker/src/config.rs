@@ -178,6 +178,14 @@ fn parse_bool(key: &str, value: &str) -> Result<bool, ConfigError> {
 }
 
 impl BrokerConfig {
+    /// The directory of the metadata log: `metadata.log.dir`, else the first of `log.dirs`.
+    pub fn metadata_dir(&self) -> PathBuf {
+        self.kraft
+            .metadata_log_dir
+            .clone()
+            .unwrap_or_else(|| self.log_dirs[0].clone())
+    }
+
     /// Builds the configuration from properties, applying Kafka's defaults and precedence
     /// (`log.roll.ms` over `log.roll.hours`, `log.retention.ms` over `.minutes` over
     /// `.hours`, `log.dirs` over `log.dir`).
@@ -394,6 +402,12 @@ impl BrokerConfig {
             });
         }
         c.kraft = KraftConfig::from_properties(props, c.node_id)?;
+        if c.kraft.voters.is_empty() && c.kraft.quorum_bootstrap_servers.is_some() {
+            if let Some(voters) = crate::standalone_quorum::read(&c.metadata_dir())? {
+                c.kraft.voters = voters;
+                c.kraft.validate(c.node_id)?;
+            }
+        }
         c.replication = ReplicationConfig::from_properties(props)?;
         if let Some(client) = c.kraft.client_listener().cloned() {
             c.advertised_listener = c.kraft.advertised(&client.name).cloned();

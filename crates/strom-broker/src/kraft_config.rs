@@ -67,7 +67,11 @@ pub struct NamedListener {
 pub struct KraftConfig {
     /// `None`: a standalone node, formatted on first start.
     pub roles: Option<Roles>,
+    /// `controller.quorum.voters`, or the voter set a `--standalone` format wrote into
+    /// the metadata directory when only `controller.quorum.bootstrap.servers` is set.
     pub voters: Vec<Voter>,
+    /// `controller.quorum.bootstrap.servers` (Kafka 4's quickstart names the quorum so).
+    pub quorum_bootstrap_servers: Option<String>,
     pub controller_listener_names: Vec<String>,
     pub listeners: Vec<NamedListener>,
     pub advertised_listeners: Vec<NamedListener>,
@@ -158,7 +162,7 @@ fn parse_listeners(key: &str, value: &str) -> Result<Vec<NamedListener>, ConfigE
 }
 
 /// Parses `controller.quorum.voters`: `id@host:port,...`.
-fn parse_voters(value: &str) -> Result<Vec<Voter>, ConfigError> {
+pub fn parse_voters(value: &str) -> Result<Vec<Voter>, ConfigError> {
     let key = "controller.quorum.voters";
     list(value)
         .into_iter()
@@ -222,6 +226,9 @@ impl KraftConfig {
             }
         };
         let voters = parse_voters(get("controller.quorum.voters").unwrap_or(""))?;
+        let quorum_bootstrap_servers = get("controller.quorum.bootstrap.servers")
+            .filter(|v| !v.trim().is_empty())
+            .map(str::to_string);
         let controller_listener_names = list(get("controller.listener.names").unwrap_or(""));
         let listeners = parse_listeners(
             "listeners",
@@ -242,6 +249,21 @@ impl KraftConfig {
                 )
             })?;
             protocol_map.insert(name.to_string(), protocol.to_string());
+        }
+        // Kafka's `effectiveListenerSecurityProtocolMap`: in KRaft, with the map left at
+        // its default and no SSL or SASL listener, the controller listeners are PLAINTEXT
+        // (Kafka's quickstart configurations rely on it).
+        let secured = |name: &str| matches!(name, "SSL" | "SASL_SSL" | "SASL_PLAINTEXT");
+        if roles.is_some()
+            && get("listener.security.protocol.map").is_none()
+            && !controller_listener_names.iter().any(|n| secured(n))
+            && !listeners.iter().any(|l| secured(&l.name))
+        {
+            for name in &controller_listener_names {
+                protocol_map
+                    .entry(name.clone())
+                    .or_insert_with(|| "PLAINTEXT".to_string());
+            }
         }
         for l in &listeners {
             let protocol = protocol_map.get(&l.name).ok_or_else(|| {
@@ -269,6 +291,7 @@ impl KraftConfig {
         let config = Self {
             roles,
             voters,
+            quorum_bootstrap_servers,
             controller_listener_names,
             listeners,
             advertised_listeners,
@@ -313,8 +336,10 @@ impl KraftConfig {
         Ok(config)
     }
 
-    /// The cross-key checks of Kafka's `KafkaConfig` for KRaft nodes.
-    fn validate(&self, node_id: i32) -> Result<(), ConfigError> {
+    /// The cross-key checks of Kafka's `KafkaConfig` for KRaft nodes. A controller named
+    /// only by `controller.quorum.bootstrap.servers` passes without voters: they come
+    /// from its formatted metadata directory ([`crate::standalone_quorum`]).
+    pub fn validate(&self, node_id: i32) -> Result<(), ConfigError> {
         if self.roles.is_none_or(|r| r.broker) && self.client_listener().is_none() {
             return Err(invalid(
                 "listeners",
@@ -338,7 +363,15 @@ impl KraftConfig {
                 "must not be empty when running in KRaft mode",
             ));
         }
-        if self.voters.is_empty() {
+        if self.voters.is_empty() && self.quorum_bootstrap_servers.is_some() {
+            if !roles.controller {
+                return Err(invalid(
+                    "controller.quorum.bootstrap.servers",
+                    self.quorum_bootstrap_servers.as_deref().unwrap_or(""),
+                    "a broker-only node needs controller.quorum.voters (id@host:port): strom's quorums are static, but for a standalone controller formatted with --standalone",
+                ));
+            }
+        } else if self.voters.is_empty() {
             return Err(invalid(
                 "controller.quorum.voters",
                 "",
@@ -346,7 +379,8 @@ impl KraftConfig {
             ));
         }
         let is_voter = self.voters.iter().any(|v| v.id == node_id);
-        if roles.controller && !is_voter {
+        let voters_pending = self.voters.is_empty();
+        if roles.controller && !is_voter && !voters_pending {
             return Err(invalid("controller.quorum.voters", &voters_value, format!("If process.roles contains the 'controller' role, the node id {node_id} must be included in the set of voters")));
         }
         if !roles.controller && is_voter {
@@ -434,6 +468,45 @@ mod tests {
         assert_eq!(c.broker_heartbeat_interval_ms, 2000);
         assert_eq!(c.election_timeout_ms, 1000);
         assert_eq!(c.fetch_timeout_ms, 2000);
+    }
+
+    #[test]
+    fn a_kraft_node_without_a_protocol_map_has_plaintext_controller_listeners() {
+        let without_map: Vec<_> = quickstart()
+            .into_iter()
+            .filter(|(k, _)| *k != "listener.security.protocol.map")
+            .collect();
+        assert!(KraftConfig::from_properties(&props(&without_map), 1).is_ok());
+        let mut explicit = without_map.clone();
+        explicit.push(("listener.security.protocol.map", "PLAINTEXT:PLAINTEXT"));
+        let err = KraftConfig::from_properties(&props(&explicit), 1).unwrap_err();
+        assert!(err.to_string().contains("listener CONTROLLER"), "{err}");
+    }
+
+    #[test]
+    fn a_standalone_controller_may_name_its_quorum_by_bootstrap_servers_alone() {
+        let bootstrap: Vec<_> = quickstart()
+            .into_iter()
+            .map(|(k, v)| match k {
+                "controller.quorum.voters" => {
+                    ("controller.quorum.bootstrap.servers", "localhost:9093")
+                }
+                _ => (k, v),
+            })
+            .collect();
+        let c = KraftConfig::from_properties(&props(&bootstrap), 1).unwrap();
+        assert!(
+            c.voters.is_empty(),
+            "they come from the formatted directory"
+        );
+        let mut broker_only = bootstrap.clone();
+        broker_only.retain(|(k, _)| *k != "process.roles");
+        broker_only.push(("process.roles", "broker"));
+        let err = KraftConfig::from_properties(&props(&broker_only), 2).unwrap_err();
+        assert!(
+            err.to_string().contains("controller.quorum.voters"),
+            "{err}"
+        );
     }
 
     #[test]

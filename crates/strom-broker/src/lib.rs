@@ -33,6 +33,7 @@ pub mod replication_config;
 pub mod response_writer;
 pub mod server;
 pub mod standalone_controller;
+pub mod standalone_quorum;
 pub mod state;
 pub mod storage_cli;
 pub mod topic;

@@ -84,6 +84,12 @@ impl Broker {
                     .filter(|d| !dirs.contains(d)),
             );
             crate::meta_properties::load(&dirs, self.config.node_id, false)?;
+            if self.config.kraft.voters.is_empty() {
+                return Err(BrokerError::Unsupported(format!(
+                    "controller.quorum.bootstrap.servers is set without controller.quorum.voters, and {} holds no voter set: format this node with `strom storage format --standalone` (Kafka 4's quickstart), or list the voters in controller.quorum.voters",
+                    self.config.metadata_dir().display()
+                )));
+            }
         }
         let controller = match roles {
             Some(r) if r.controller => Some(start_controller(&self.config).await?),
@@ -357,10 +363,7 @@ async fn start_controller(config: &BrokerConfig) -> Result<ControllerPart, Broke
     let listener = kraft.controller_listener().ok_or_else(|| {
         BrokerError::Unsupported("a controller needs a controller listener".into())
     })?;
-    let metadata_dir = kraft
-        .metadata_log_dir
-        .clone()
-        .unwrap_or_else(|| config.log_dirs[0].clone());
+    let metadata_dir = config.metadata_dir();
     let cluster_id =
         crate::meta_properties::load(std::slice::from_ref(&metadata_dir), config.node_id, false)?;
     let bound = TcpListener::bind(listener.listener.bind_address()).await?;
