@@ -6,7 +6,8 @@
 //! acknowledged alone while acks=all does not acknowledge them; an ISR below
 //! `min.insync.replicas` refuses acks=all writes with NOT_ENOUGH_REPLICAS, while a setting
 //! above a partition's replica count asks for every replica and no more; followers leave
-//! the ISR when they die and rejoin when they return, as kcat shows; leader epochs fence
+//! the ISR when they die and rejoin when they return, as kcat shows, and a live follower
+//! that stops fetching leaves it after `replica.lag.time.max.ms`; leader epochs fence
 //! stale requests and a broker that is not a replica cannot fetch as one; ElectLeaders
 //! moves leadership back to the preferred replica; DeleteRecords moves every ISR member's
 //! log start, so a new leader starts where the old one did; a storage error takes one
@@ -464,6 +465,53 @@ fn an_isr_below_min_insync_refuses_acks_all_and_followers_leave_and_rejoin_the_i
     assert_eq!(
         read_values(&cluster.bootstrap(), "strict"),
         vec![0, 1, 2, 3, 4, 6, 7]
+    );
+}
+
+#[test]
+fn a_live_follower_that_stops_fetching_leaves_the_isr_after_the_lag_time_and_rejoins() {
+    // Sessions far longer than the lag time: only the lag can take the follower out, not
+    // fencing (the kill -9 test above leaves the ISR through fencing).
+    let cluster = TestCluster::combined(
+        3,
+        &[
+            "broker.session.timeout.ms=60000",
+            "broker.heartbeat.interval.ms=500",
+            "replica.lag.time.max.ms=2000",
+        ],
+    );
+    let addr = cluster.bootstrap();
+    create_replicated_topic(&addr, "lagging", 1, 3, &[]);
+    wait_for_isr(&addr, "lagging", 3);
+    let (leader, replicas, _) = partitions(&addr, "lagging")[0].clone();
+    let first = addr.split(',').next().expect("a broker");
+    let controller = TestCluster::active_controller(first);
+    let follower = *replicas
+        .iter()
+        .find(|b| **b != leader && **b != controller)
+        .expect("a follower that is not the active controller");
+    cluster.pause(follower, true).unwrap();
+    let survivor = cluster.broker_other_than(follower);
+    // A caught-up follower of an idle partition stays in sync (Kafka's rule), so the
+    // leader gets a record the paused follower cannot fetch.
+    let one = producer(&survivor, "1", "10000");
+    send_all(&one, "lagging", 0..1);
+    assert!(one.context().0.lock().unwrap()[&0].is_ok());
+    let isr = || partitions(&survivor, "lagging")[0].2.clone();
+    assert!(
+        wait_until(TIMEOUT, || isr().len() == 2 && !isr().contains(&follower)),
+        "ISR while follower {follower} is paused: {:?}",
+        isr()
+    );
+    assert!(
+        TestCluster::listed_brokers(&survivor).contains(&follower),
+        "the follower left the ISR by being fenced, not by lagging"
+    );
+    cluster.pause(follower, false).unwrap();
+    assert!(
+        wait_until(TIMEOUT, || isr().len() == 3),
+        "ISR after follower {follower} resumed: {:?}",
+        isr()
     );
 }
 
