@@ -27,6 +27,11 @@ struct Contact {
 #[derive(Debug, Default)]
 pub struct BrokerHeartbeats {
     contacts: HashMap<BrokerId, Contact>,
+    /// Brokers in controlled shutdown, with the metadata offset by which their state was
+    /// committed: each may stop once every other active broker has applied that offset
+    /// (Kafka's `controlledShutdownOffset`), so clients asking any broker already find the
+    /// new leaders of what it led.
+    shutdown_offsets: HashMap<BrokerId, i64>,
     /// `unclean.leader.election.enable` of the controller's server.properties: the
     /// default for topics that do not set it.
     unclean_leader_election: bool,
@@ -59,6 +64,7 @@ impl BrokerHeartbeats {
     pub fn new(unclean_leader_election: bool) -> Self {
         Self {
             contacts: HashMap::new(),
+            shutdown_offsets: HashMap::new(),
             unclean_leader_election,
         }
     }
@@ -132,16 +138,21 @@ impl BrokerHeartbeats {
             fenced: true,
         });
         self.touch(id, -1, now);
+        self.shutdown_offsets.remove(&id);
         Ok(records)
     }
 
     /// BrokerHeartbeat: the records the heartbeat causes (unfencing a caught-up broker and
     /// electing it where partitions have no leader; entering controlled shutdown and
     /// moving its leaderships away) and the reply, computed against the image after them.
+    /// `applied` holds the metadata offset each broker last said it had applied (its
+    /// metadata fetches): a broker in controlled shutdown may stop once it leads nothing
+    /// and every other active broker has applied the change.
     pub fn heartbeat(
         &mut self,
         image: &MetadataImage,
         hb: &Heartbeat,
+        applied: &HashMap<BrokerId, i64>,
         now: Instant,
     ) -> Result<(Vec<MetadataRecord>, HeartbeatReply), RpcError> {
         let broker = image.brokers.get(&hb.broker_id).ok_or_else(|| {
@@ -215,13 +226,32 @@ impl BrokerHeartbeats {
             &changed
         };
         let now_broker = &after.brokers[&hb.broker_id];
-        let should_shut_down =
-            hb.want_shut_down && (now_broker.fenced || leader_count(after, hb.broker_id) == 0);
+        if hb.want_shut_down && broker.in_controlled_shutdown {
+            // The image holds the controlled shutdown: it is committed by its offset.
+            self.shutdown_offsets
+                .entry(hb.broker_id)
+                .or_insert(image.offset);
+        } else if !broker.in_controlled_shutdown {
+            self.shutdown_offsets.remove(&hb.broker_id);
+        }
+        let others_know = self
+            .shutdown_offsets
+            .get(&hb.broker_id)
+            .is_some_and(|offset| {
+                after
+                    .brokers
+                    .values()
+                    .filter(|b| b.id != hb.broker_id && !b.fenced && !b.in_controlled_shutdown)
+                    .all(|b| applied.get(&b.id).is_some_and(|a| a >= offset))
+            });
+        let should_shut_down = hb.want_shut_down
+            && (now_broker.fenced || (leader_count(after, hb.broker_id) == 0 && others_know));
         // A broker that may shut down is fenced at once, as Kafka's SHUTDOWN_NOW does: it
         // serves nothing more, and its restart may register before the session expires.
         if should_shut_down && !now_broker.fenced {
             records.push(change(Some(true), None));
         }
+
         Ok((
             records,
             HeartbeatReply {
@@ -305,9 +335,13 @@ mod tests {
             want_shut_down: false,
             offline_replicas: Vec::new(),
         };
-        let (records, reply) = hb.heartbeat(&image, &beat(4), now).unwrap();
+        let (records, reply) = hb
+            .heartbeat(&image, &beat(4), &HashMap::new(), now)
+            .unwrap();
         assert!(records.is_empty() && reply.is_fenced && !reply.is_caught_up);
-        let (records, reply) = hb.heartbeat(&image, &beat(5), now).unwrap();
+        let (records, reply) = hb
+            .heartbeat(&image, &beat(5), &HashMap::new(), now)
+            .unwrap();
         assert!(!reply.is_fenced && reply.is_caught_up);
         let image = image.apply_at(6, &records);
         assert!(!image.brokers[&BrokerId(1)].fenced);
@@ -316,7 +350,9 @@ mod tests {
             ..beat(6)
         };
         assert_eq!(
-            hb.heartbeat(&image, &stale, now).unwrap_err().code,
+            hb.heartbeat(&image, &stale, &HashMap::new(), now)
+                .unwrap_err()
+                .code,
             codes::STALE_BROKER_EPOCH
         );
     }
@@ -353,6 +389,47 @@ mod tests {
         assert!(hb
             .register(&image, &registration(1), SESSION, later)
             .is_ok());
+    }
+
+    #[test]
+    fn a_broker_in_controlled_shutdown_stops_once_the_other_active_brokers_know() {
+        let mut hb = BrokerHeartbeats::default();
+        let now = Instant::now();
+        let records: Vec<MetadataRecord> = [1, 2]
+            .iter()
+            .map(|b| MetadataRecord::RegisterBroker {
+                broker_id: BrokerId(*b),
+                incarnation_id: Uuid::new_v4(),
+                endpoints: vec![],
+                rack: None,
+                fenced: false,
+            })
+            .collect();
+        let image = MetadataImage::new("c", 1).apply_at(1, &records);
+        let stop = Heartbeat {
+            broker_id: BrokerId(1),
+            broker_epoch: 1,
+            current_metadata_offset: 1,
+            want_fence: false,
+            want_shut_down: true,
+            offline_replicas: Vec::new(),
+        };
+        let none = HashMap::new();
+        let (records, reply) = hb.heartbeat(&image, &stop, &none, now).unwrap();
+        assert!(!reply.should_shut_down, "the shutdown is not committed yet");
+        let image = image.apply_at(5, &records);
+        let (_, reply) = hb.heartbeat(&image, &stop, &none, now).unwrap();
+        assert!(!reply.should_shut_down, "broker 2 has not applied offset 5");
+        let behind = HashMap::from([(BrokerId(2), 4)]);
+        let (_, reply) = hb.heartbeat(&image, &stop, &behind, now).unwrap();
+        assert!(
+            !reply.should_shut_down,
+            "broker 2 has applied only offset 4"
+        );
+        let caught_up = HashMap::from([(BrokerId(2), 5)]);
+        let (records, reply) = hb.heartbeat(&image, &stop, &caught_up, now).unwrap();
+        assert!(reply.should_shut_down && reply.is_fenced);
+        assert!(!records.is_empty(), "it is fenced at once");
     }
 
     #[test]

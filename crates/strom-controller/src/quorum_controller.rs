@@ -516,18 +516,23 @@ impl QuorumController {
                     want_shut_down,
                     offline_replicas,
                 };
-                let first = self
-                    .heartbeats
-                    .lock()
-                    .heartbeat(&self.image(), &beat, Instant::now());
+                let applied = self.applied_offsets();
+                let first = self.heartbeats.lock().heartbeat(
+                    &self.image(),
+                    &beat,
+                    &applied,
+                    Instant::now(),
+                );
                 match first {
                     Err(e) => Response::BrokerHeartbeat(Err(e)),
                     Ok((records, reply)) if records.is_empty() => {
                         Response::BrokerHeartbeat(Ok(reply))
                     }
                     Ok(_) => respond(
-                        self.write_with(|image, hb| hb.heartbeat(image, &beat, Instant::now()))
-                            .await,
+                        self.write_with(|image, hb| {
+                            hb.heartbeat(image, &beat, &applied, Instant::now())
+                        })
+                        .await,
                         Response::BrokerHeartbeat,
                     ),
                 }
@@ -694,6 +699,16 @@ impl QuorumController {
                 tracing::info!(partitions = elected, "{what}");
             }
         }
+    }
+
+    /// The metadata offset each broker last fetched from (what it has applied), as its
+    /// metadata fetches to this controller said.
+    fn applied_offsets(&self) -> HashMap<BrokerId, i64> {
+        self.observers
+            .lock()
+            .iter()
+            .map(|(id, fetch)| (BrokerId(*id), fetch.offset))
+            .collect()
     }
 
     /// An observer's fetch: what it misses after `offset`, waiting up to `max_wait_ms`
