@@ -395,17 +395,7 @@ mod tests {
     fn a_broker_in_controlled_shutdown_stops_once_the_other_active_brokers_know() {
         let mut hb = BrokerHeartbeats::default();
         let now = Instant::now();
-        let records: Vec<MetadataRecord> = [1, 2]
-            .iter()
-            .map(|b| MetadataRecord::RegisterBroker {
-                broker_id: BrokerId(*b),
-                incarnation_id: Uuid::new_v4(),
-                endpoints: vec![],
-                rack: None,
-                fenced: false,
-            })
-            .collect();
-        let image = MetadataImage::new("c", 1).apply_at(1, &records);
+        let image = crate::replication_control::tests::cluster(&[1, 2]);
         let stop = Heartbeat {
             broker_id: BrokerId(1),
             broker_epoch: 1,

@@ -782,10 +782,11 @@ pub fn leader_count(image: &MetadataImage, broker: BrokerId) -> usize {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn cluster(brokers: &[i32]) -> MetadataImage {
+    /// An image of unfenced brokers `brokers`, registered at offset 1.
+    pub(crate) fn cluster(brokers: &[i32]) -> MetadataImage {
         let records: Vec<MetadataRecord> = brokers
             .iter()
             .map(|b| MetadataRecord::RegisterBroker {
