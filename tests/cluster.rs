@@ -3,7 +3,8 @@
 //! librdkafka through the bootstrap list; kafka-python and kafkajs see the three brokers;
 //! a kill -9 of the active controller elects another that takes writes; SIGTERM is a
 //! controlled shutdown and the restarted broker rejoins; a broker killed with -9 is fenced
-//! after its session timeout; three controller-only and two broker-only processes work as
+//! after its session timeout, can be unregistered (UnregisterBroker) and registers anew
+//! when started again; three controller-only and two broker-only processes work as
 //! well; the controller listener refuses foreign clusters, duplicate registrations and
 //! garbage, and speaks Kafka's AlterPartition; `strom bench quorum` reports every round it timed; dynamic broker configs
 //! reach every broker through the metadata log. Every wait polls its condition.
@@ -17,6 +18,9 @@ use std::time::{Duration, Instant};
 use common::client::{block_on, create_topic, send_waiting};
 use common::cluster::{run_bench, BenchRun, TestCluster};
 use common::{test_file, wait_until};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId as KafkaBrokerId, UnregisterBrokerRequest, UnregisterBrokerResponse,
+};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
@@ -317,7 +321,7 @@ fn sigterm_is_a_controlled_shutdown_and_the_restarted_broker_rejoins() {
 }
 
 #[test]
-fn a_broker_killed_with_9_is_fenced_after_its_session_timeout() {
+fn a_broker_killed_with_9_is_fenced_after_its_session_timeout_and_can_be_unregistered() {
     let mut cluster = TestCluster::combined(
         3,
         &[
@@ -333,6 +337,26 @@ fn a_broker_killed_with_9_is_fenced_after_its_session_timeout() {
     cluster.kill9(victim).unwrap();
     let others: Vec<i32> = (1..=3).filter(|id| *id != victim).collect();
     cluster.wait_for_brokers(&others);
+
+    // Decommissioned for good, as `kafka-cluster.sh unregister` does it: the registration
+    // goes (a second request finds none), and a broker started again later registers anew.
+    let mut admin = common::raw::Conn::connect(&any);
+    let unregister = |admin: &mut common::raw::Conn, id: i32| {
+        let response: UnregisterBrokerResponse = admin.call(
+            ApiKey::UnregisterBroker,
+            0,
+            &UnregisterBrokerRequest::default().with_broker_id(KafkaBrokerId(id)),
+        );
+        response.error_code
+    };
+    assert_eq!(unregister(&mut admin, victim), 0);
+    assert_eq!(
+        unregister(&mut admin, victim),
+        codes::BROKER_ID_NOT_REGISTERED
+    );
+    assert_eq!(unregister(&mut admin, 42), codes::BROKER_ID_NOT_REGISTERED);
+    cluster.restart(victim).unwrap();
+    cluster.wait_for_brokers(&[1, 2, 3]);
 }
 
 #[test]

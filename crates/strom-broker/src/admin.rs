@@ -404,3 +404,25 @@ pub async fn next_producer_id(state: &BrokerState) -> Result<i64, ApiError> {
         None => state.producer_ids.next_id().map_err(ApiError::from),
     }
 }
+
+/// UnregisterBroker: forgets broker `broker_id`'s registration at the active controller.
+/// A standalone node has no registrations to forget.
+pub async fn unregister_broker(
+    state: &BrokerState,
+    broker_id: i32,
+    timeout: Duration,
+) -> Result<(), ApiError> {
+    let Some(quorum) = &state.quorum else {
+        return Err(ApiError::new(
+            ResponseError::BrokerIdNotRegistered,
+            "A standalone node has no broker registrations: it is not a KRaft cluster.",
+        ));
+    };
+    let write = AdminWrite::UnregisterBroker {
+        broker_id: BrokerId(broker_id),
+    };
+    match quorum.admin(&state.metadata, write, timeout).await? {
+        AdminResult::UnregisterBroker(result) => result.map_err(crate::quorum_channel::api_error),
+        other => Err(unexpected(other)),
+    }
+}

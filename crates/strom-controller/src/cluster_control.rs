@@ -287,6 +287,36 @@ impl BrokerHeartbeats {
             .collect()
     }
 
+    /// UnregisterBroker (64): the records that forget `broker`'s registration, as Kafka's
+    /// controller does for a broker decommissioned for good: it first leaves every ISR it
+    /// can leave and its leaderships move (as when it is fenced), then its registration
+    /// goes. Its replicas stay in the assignments. BROKER_ID_NOT_REGISTERED if there is
+    /// none; a broker still running registers again with its next heartbeat.
+    pub fn unregister(
+        &mut self,
+        image: &MetadataImage,
+        broker: BrokerId,
+    ) -> Result<Vec<MetadataRecord>, RpcError> {
+        let registered = image.brokers.get(&broker).ok_or_else(|| {
+            RpcError::new(
+                codes::BROKER_ID_NOT_REGISTERED,
+                format!("Broker ID {} is not currently registered", broker.0),
+            )
+        })?;
+        let mut records = if registered.fenced {
+            broker_gone(image, broker, self.unclean_leader_election)
+        } else {
+            self.fence(image, broker)
+        };
+        records.push(MetadataRecord::UnregisterBroker {
+            broker_id: broker,
+            broker_epoch: registered.epoch,
+        });
+        self.contacts.remove(&broker);
+        self.shutdown_offsets.remove(&broker);
+        Ok(records)
+    }
+
     /// The records that fence `broker` after its session expired.
     pub fn fence(&self, image: &MetadataImage, broker: BrokerId) -> Vec<MetadataRecord> {
         let Some(b) = image.brokers.get(&broker) else {

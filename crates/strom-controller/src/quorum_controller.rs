@@ -664,6 +664,15 @@ impl QuorumController {
                 })
                 .await
             }
+            AdminWrite::UnregisterBroker { broker_id } => {
+                self.write_with(|image, hb| {
+                    Ok(match hb.unregister(image, broker_id) {
+                        Ok(records) => (records, AdminResult::UnregisterBroker(Ok(()))),
+                        Err(e) => (Vec::new(), AdminResult::UnregisterBroker(Err(e))),
+                    })
+                })
+                .await
+            }
         }
     }
 

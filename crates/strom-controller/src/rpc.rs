@@ -130,6 +130,10 @@ pub enum AdminWrite {
         unclean: bool,
         partitions: Option<Vec<(String, i32)>>,
     },
+    /// UnregisterBroker: forget a broker's registration (a broker decommissioned for good).
+    UnregisterBroker {
+        broker_id: BrokerId,
+    },
 }
 
 /// The answer to an [`AdminWrite`]: one result per item, in order.
@@ -140,6 +144,7 @@ pub enum AdminResult {
     DeleteTopics(Vec<Result<Uuid, RpcError>>),
     AlterConfigs(Result<(), RpcError>),
     ElectLeaders(Vec<ElectionResult>),
+    UnregisterBroker(Result<(), RpcError>),
 }
 
 /// One partition's ElectLeaders result: topic, partition, outcome.

@@ -29,6 +29,7 @@ pub const SUPPORTED: &[(ApiKey, i16)] = &[
     (ApiKey::DescribeCluster, 1),
     (ApiKey::DescribeQuorum, 2),
     (ApiKey::ElectLeaders, 2),
+    (ApiKey::UnregisterBroker, 0),
     (ApiKey::DeleteRecords, 2),
     (ApiKey::InitProducerId, 4),
     (ApiKey::FindCoordinator, 4),

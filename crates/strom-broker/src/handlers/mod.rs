@@ -47,6 +47,7 @@ pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
+pub mod unregister_broker;
 
 /// KIP-951's `current_leader` for a partition answered NOT_LEADER_OR_FOLLOWER, from a
 /// [`crate::replica_manager::LeaderHint`], and the leader's endpoint added to the
@@ -152,6 +153,7 @@ pub async fn handle(
         RequestKind::DescribeCluster(r) => respond!(describe_cluster::handle(&ctx, r)),
         RequestKind::DescribeQuorum(r) => respond!(describe_quorum::handle(&ctx, r).await),
         RequestKind::ElectLeaders(r) => respond!(elect_leaders::handle(&ctx, r).await),
+        RequestKind::UnregisterBroker(r) => respond!(unregister_broker::handle(&ctx, r).await),
         RequestKind::DeleteRecords(r) => respond!(delete_records::handle(&ctx, r).await),
         RequestKind::InitProducerId(r) => respond!(init_producer_id::handle(&ctx, r).await),
         RequestKind::FindCoordinator(r) => respond!(find_coordinator::handle(&ctx, r).await),
