@@ -340,7 +340,7 @@ fn a_broker_killed_with_9_is_fenced_after_its_session_timeout_and_can_be_unregis
 
     // Decommissioned for good, as `kafka-cluster.sh unregister` does it: the registration
     // goes (a second request finds none), and a broker started again later registers anew.
-    let mut admin = common::raw::Conn::connect(&any);
+    let mut admin = common::raw::Conn::connect(&cluster.broker_other_than(victim));
     let unregister = |admin: &mut common::raw::Conn, id: i32| {
         let response: UnregisterBrokerResponse = admin.call(
             ApiKey::UnregisterBroker,
