@@ -8,12 +8,9 @@
 
 use bytes::Bytes;
 
-use super::producer::RecordRun;
-
-/// Spare record buffers and lists of record runs, holding at most `limit` bytes of buffer capacity.
+/// Spare record buffers, holding at most `limit` bytes of capacity.
 pub struct BufferPool {
     buffers: Vec<Vec<u8>>,
-    runs: Vec<Vec<RecordRun>>,
     held: usize,
     limit: usize,
 }
@@ -24,7 +21,6 @@ impl BufferPool {
     pub fn new(limit: usize) -> Self {
         Self {
             buffers: Vec::new(),
-            runs: Vec::new(),
             held: 0,
             limit,
         }
@@ -43,28 +39,15 @@ impl BufferPool {
         }
     }
 
-    /// An empty list of record runs with room for at least `capacity`.
-    pub fn runs(&mut self, capacity: usize) -> Vec<RecordRun> {
-        match self.runs.pop() {
-            Some(mut runs) => {
-                runs.clear();
-                runs.reserve(capacity);
-                runs
-            }
-            None => Vec::with_capacity(capacity),
-        }
-    }
-
-    /// Takes back a finished batch's bytes and runs. The bytes are reused only when
-    /// nothing else holds them (a request still being written would); otherwise they are
-    /// dropped, as they are when the pool is full.
-    pub fn give_back(&mut self, bytes: Bytes, runs: Vec<RecordRun>) {
+    /// Takes back a finished batch's bytes. They are reused only when nothing else holds
+    /// them (a request still being written would); otherwise they are dropped, as they are
+    /// when the pool is full.
+    pub fn give_back(&mut self, bytes: Bytes) {
         if let Ok(bytes) = bytes.try_into_mut() {
             let buffer = Vec::from(bytes);
             if self.held + buffer.capacity() <= self.limit {
                 self.held += buffer.capacity();
                 self.buffers.push(buffer);
-                self.runs.push(runs);
             }
         }
     }
@@ -80,7 +63,7 @@ mod tests {
         let mut buffer = pool.buffer(16_384);
         buffer.extend_from_slice(&[7; 10_000]);
         let address = buffer.as_ptr();
-        pool.give_back(Bytes::from(buffer), Vec::new());
+        pool.give_back(Bytes::from(buffer));
         let again = pool.buffer(16_384);
         assert_eq!(again.as_ptr(), address);
         assert!(again.is_empty() && again.capacity() >= 16_384);
@@ -91,10 +74,10 @@ mod tests {
         let mut pool = BufferPool::new(20_000);
         let shared = Bytes::from(vec![1u8; 100]);
         let _request = shared.clone();
-        pool.give_back(shared, Vec::new());
+        pool.give_back(shared);
         assert_eq!(pool.buffers.len(), 0);
-        pool.give_back(Bytes::from(Vec::with_capacity(16_384)), Vec::new());
-        pool.give_back(Bytes::from(Vec::with_capacity(16_384)), Vec::new());
+        pool.give_back(Bytes::from(Vec::with_capacity(16_384)));
+        pool.give_back(Bytes::from(Vec::with_capacity(16_384)));
         assert_eq!(
             pool.buffers.len(),
             1,

@@ -77,6 +77,11 @@ impl RecordRun {
     }
 }
 
+/// The records `runs` hold.
+pub fn record_count(runs: &[RecordRun]) -> usize {
+    runs.iter().map(|run| run.count as usize).sum()
+}
+
 /// Receives every record's outcome, a batch at a time, as Kafka's callbacks would.
 pub trait DeliveryHandler {
     fn delivered(&mut self, records: &[RecordRun], ack_ns: u64, outcome: Result<(), &str>);
@@ -94,7 +99,6 @@ struct SealedBatch {
     partition: i32,
     bytes: Bytes,
     runs: Vec<RecordRun>,
-    records: usize,
     base_sequence: i32,
     created_ns: u64,
     attempts: u32,
@@ -259,7 +263,7 @@ impl<H: DeliveryHandler> NativeProducer<H> {
         let batch_size = self.config.batch_size;
         let open = queue.open.get_or_insert_with(|| OpenBatch {
             builder: BatchBuilder::new(pool.buffer(batch_size), timestamp),
-            runs: pool.runs(batch_size / 512),
+            runs: Vec::with_capacity(batch_size / 512),
             created_ns: tag.sent_ns,
         });
         if open.builder.count() == 0 {
@@ -407,7 +411,6 @@ impl<H: DeliveryHandler> NativeProducer<H> {
             partition: partition as i32,
             bytes: Bytes::from(bytes),
             runs: open.runs,
-            records: count as usize,
             base_sequence,
             created_ns: open.created_ns,
             attempts: 0,
@@ -496,7 +499,7 @@ impl<H: DeliveryHandler> NativeProducer<H> {
             {
                 let reason = format!(
                     "Expiring {} record(s) for {}-{partition}: no leader within delivery.timeout.ms",
-                    batch.records,
+                    record_count(&batch.runs),
                     self.topic.as_str()
                 );
                 if self.config.idempotence {
@@ -514,7 +517,7 @@ impl<H: DeliveryHandler> NativeProducer<H> {
 
     /// Writes one Produce request to `node`; its answer arrives as a [`Completion`].
     async fn send_request(&mut self, node: i32, batches: Vec<SealedBatch>) -> Result<()> {
-        let records: usize = batches.iter().map(|b| b.records).sum();
+        let records: usize = batches.iter().map(|b| record_count(&b.runs)).sum();
         self.sensors.record_send.record(records as u64);
         self.sensors.records_per_request.record(records as u64);
         for batch in &batches {
@@ -661,7 +664,9 @@ impl<H: DeliveryHandler> NativeProducer<H> {
             > self.config.delivery_timeout.as_nanos() as u64;
         if retriable && batch.attempts < self.config.retries && !expired {
             batch.attempts += 1;
-            self.sensors.record_retry.record(batch.records as u64);
+            self.sensors
+                .record_retry
+                .record(record_count(&batch.runs) as u64);
             if errors::needs_metadata(code) {
                 self.metadata_stale = true;
             }
@@ -684,7 +689,9 @@ impl<H: DeliveryHandler> NativeProducer<H> {
                 self.topic.as_str()
             );
         }
-        self.sensors.record_error.record(batch.records as u64);
+        self.sensors
+            .record_error
+            .record(record_count(&batch.runs) as u64);
         self.finish(batch, ack_ns, Err(&reason));
         Ok(())
     }
@@ -693,7 +700,7 @@ impl<H: DeliveryHandler> NativeProducer<H> {
         self.buffered -= batch.bytes.len();
         self.outstanding -= 1;
         self.handler.delivered(&batch.runs, ack_ns, outcome);
-        self.pool.give_back(batch.bytes, batch.runs);
+        self.pool.give_back(batch.bytes);
     }
 
     async fn refresh_leaders(&mut self) -> Result<()> {

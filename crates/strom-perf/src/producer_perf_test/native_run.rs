@@ -17,7 +17,9 @@ use super::stats::Stats;
 use crate::clock;
 use crate::native::client::NativeClient;
 use crate::native::config::ProducerConfig;
-use crate::native::producer::{DeliveryHandler, NativeProducer, RecordRun, RecordTag};
+use crate::native::producer::{
+    record_count, DeliveryHandler, NativeProducer, RecordRun, RecordTag,
+};
 use crate::progress::Progress;
 
 /// Unthrottled, one clock reading is the send time of up to this many records appended in
@@ -102,7 +104,7 @@ impl Deliveries {
 
 impl DeliveryHandler for Deliveries {
     fn delivered(&mut self, runs: &[RecordRun], ack_ns: u64, outcome: Result<(), &str>) {
-        let records: u64 = runs.iter().map(|r| u64::from(r.count)).sum();
+        let records = record_count(runs) as u64;
         match outcome {
             Ok(()) => {
                 let mut current: Option<Run> = None;
