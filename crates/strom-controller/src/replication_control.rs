@@ -366,13 +366,22 @@ pub fn unclean_allowed(image: &MetadataImage, topic: &str, default: bool) -> boo
         .map_or(default, |v| v == "true")
 }
 
-/// An unclean election: the first active replica in assignment order leads alone (its
-/// ISR is itself), at the cost of the committed records only the dead ISR had.
+/// An unclean election of partition `index` of `topic`: the first active replica in
+/// assignment order leads alone (its ISR is itself), at the cost of the committed records
+/// only the dead ISR had — which is logged.
 fn elect_unclean(
+    topic: &str,
+    index: usize,
     p: &PartitionRegistration,
     active: &impl Fn(BrokerId) -> bool,
 ) -> Option<(BrokerId, Vec<BrokerId>)> {
     let leader = p.replicas.iter().copied().find(|r| active(*r))?;
+    tracing::warn!(
+        topic,
+        partition = index,
+        leader = leader.0,
+        "unclean leader election: committed records may be lost"
+    );
     Some((leader, vec![leader]))
 }
 
@@ -439,8 +448,7 @@ fn replica_gone(
     };
     let mut leader = elect(p, &isr, &active);
     if leader == BrokerId::NONE && unclean {
-        if let Some((l, i)) = elect_unclean(p, &active) {
-            tracing::warn!(topic = %topic.name, partition = index, leader = l.0, "unclean leader election: committed records may be lost");
+        if let Some((l, i)) = elect_unclean(&topic.name, index, p, &active) {
             (leader, isr) = (l, i);
         }
     }
@@ -510,10 +518,8 @@ fn leaderless_elections(
             let change = if leader != BrokerId::NONE {
                 change_record(topic.id, index, p, leader, p.isr.clone())
             } else if unclean {
-                elect_unclean(p, &active).and_then(|(l, isr)| {
-                    tracing::warn!(topic = %topic.name, partition = index, leader = l.0, "unclean leader election: committed records may be lost");
-                    change_record(topic.id, index, p, l, isr)
-                })
+                elect_unclean(&topic.name, index, p, &active)
+                    .and_then(|(l, isr)| change_record(topic.id, index, p, l, isr))
             } else {
                 None
             };
@@ -617,12 +623,13 @@ pub fn elect_leaders(
                     if leader != BrokerId::NONE {
                         change_record(topic.id, *index as usize, p, leader, p.isr.clone())
                     } else {
-                        let (leader, isr) = elect_unclean(p, &active).ok_or_else(|| {
-                            RpcError::new(
-                                codes::ELIGIBLE_LEADERS_NOT_AVAILABLE,
-                                format!("No replica of {name}-{index} is alive to lead."),
-                            )
-                        })?;
+                        let (leader, isr) = elect_unclean(name, *index as usize, p, &active)
+                            .ok_or_else(|| {
+                                RpcError::new(
+                                    codes::ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                                    format!("No replica of {name}-{index} is alive to lead."),
+                                )
+                            })?;
                         change_record(topic.id, *index as usize, p, leader, isr)
                     }
                 } else {
