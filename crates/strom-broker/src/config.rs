@@ -186,6 +186,19 @@ impl BrokerConfig {
             .unwrap_or_else(|| self.log_dirs[0].clone())
     }
 
+    /// The directories that carry this node's identity (`meta.properties`): every log
+    /// dir and the metadata dir.
+    pub fn identity_dirs(&self) -> Vec<PathBuf> {
+        let mut dirs = self.log_dirs.clone();
+        dirs.extend(
+            self.kraft
+                .metadata_log_dir
+                .clone()
+                .filter(|d| !self.log_dirs.contains(d)),
+        );
+        dirs
+    }
+
     /// Builds the configuration from properties, applying Kafka's defaults and precedence
     /// (`log.roll.ms` over `log.roll.hours`, `log.retention.ms` over `.minutes` over
     /// `.hours`, `log.dirs` over `log.dir`).

@@ -197,16 +197,8 @@ impl LogManager {
                 }
             }
         }
-        let mut identity_dirs = config.log_dirs.clone();
-        identity_dirs.extend(
-            config
-                .kraft
-                .metadata_log_dir
-                .clone()
-                .filter(|d| !config.log_dirs.contains(d)),
-        );
         let cluster_id = crate::meta_properties::load(
-            &identity_dirs,
+            &config.identity_dirs(),
             config.node_id,
             config.kraft.roles.is_none(),
         )?;

@@ -75,15 +75,7 @@ impl Broker {
         if roles.is_some() {
             // Every directory's identity is checked before anything binds a port, so an
             // unformatted or foreign directory is what the error names.
-            let mut dirs = self.config.log_dirs.clone();
-            dirs.extend(
-                self.config
-                    .kraft
-                    .metadata_log_dir
-                    .clone()
-                    .filter(|d| !dirs.contains(d)),
-            );
-            crate::meta_properties::load(&dirs, self.config.node_id, false)?;
+            crate::meta_properties::load(&self.config.identity_dirs(), self.config.node_id, false)?;
             if self.config.kraft.voters.is_empty() {
                 return Err(BrokerError::Unsupported(format!(
                     "controller.quorum.bootstrap.servers is set without controller.quorum.voters, and {} holds no voter set: format this node with `strom storage format --standalone` (Kafka 4's quickstart), or list the voters in controller.quorum.voters",

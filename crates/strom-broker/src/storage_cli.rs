@@ -56,12 +56,7 @@ fn format(args: &[String]) -> Result<(), String> {
     let config =
         BrokerConfig::from_properties(&properties::parse(&text)).map_err(|e| e.to_string())?;
     let voter = standalone.then(|| standalone_voter(&config)).transpose()?;
-    let mut dirs = config.log_dirs.clone();
-    if let Some(dir) = config.kraft.metadata_log_dir.clone() {
-        if !dirs.contains(&dir) {
-            dirs.push(dir);
-        }
-    }
+    let dirs = config.identity_dirs();
     let formatted = meta_properties::format(&dirs, &cluster_id, config.node_id, ignore_formatted)
         .map_err(|e| e.to_string())?;
     if let Some(voter) = voter {
