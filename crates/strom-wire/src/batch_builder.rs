@@ -97,18 +97,30 @@ impl BatchBuilder {
             value.map(<[u8]>::len),
             headers.len(),
         ) + headers_len;
-        self.buf.reserve(varint_len(body as i64) + body);
-        put_varint(&mut self.buf, body as i64);
-        self.buf.push(0);
-        put_varint(&mut self.buf, timestamp_delta);
-        put_varint(&mut self.buf, i64::from(self.count));
-        put_field(&mut self.buf, key);
-        put_field(&mut self.buf, value);
-        put_varint(&mut self.buf, headers.len() as i64);
+        let start = self.buf.len();
+        let end = start + varint_len(body as i64) + body;
+        // Sized once and written through a cursor: no capacity check per byte.
+        self.buf.resize(end, 0);
+        let mut out = Cursor {
+            out: &mut self.buf[start..end],
+            at: 0,
+        };
+        out.varint(body as i64);
+        out.byte(0);
+        out.varint(timestamp_delta);
+        out.varint(i64::from(self.count));
+        out.field(key);
+        out.field(value);
+        out.varint(headers.len() as i64);
         for (k, v) in headers {
-            put_field(&mut self.buf, Some(k));
-            put_field(&mut self.buf, *v);
+            out.field(Some(k));
+            out.field(*v);
         }
+        debug_assert_eq!(
+            out.at,
+            end - start,
+            "the record's length was computed right"
+        );
         self.count += 1;
         self.max_timestamp = self.max_timestamp.max(timestamp);
     }
@@ -183,13 +195,40 @@ fn field_len(len: Option<usize>) -> usize {
     }
 }
 
-fn put_field(buf: &mut Vec<u8>, field: Option<&[u8]>) {
-    match field {
-        Some(bytes) => {
-            put_varint(buf, bytes.len() as i64);
-            buf.extend_from_slice(bytes);
+/// Writes a record into the bytes reserved for it.
+struct Cursor<'a> {
+    out: &'a mut [u8],
+    at: usize,
+}
+
+impl Cursor<'_> {
+    #[inline]
+    fn byte(&mut self, byte: u8) {
+        self.out[self.at] = byte;
+        self.at += 1;
+    }
+
+    #[inline]
+    fn varint(&mut self, value: i64) {
+        let mut zigzag = ((value << 1) ^ (value >> 63)) as u64;
+        while zigzag >= 0x80 {
+            self.byte((zigzag as u8) | 0x80);
+            zigzag >>= 7;
         }
-        None => put_varint(buf, -1),
+        self.byte(zigzag as u8);
+    }
+
+    /// A length-prefixed field (a null is a length of -1 alone).
+    #[inline]
+    fn field(&mut self, field: Option<&[u8]>) {
+        match field {
+            Some(bytes) => {
+                self.varint(bytes.len() as i64);
+                self.out[self.at..self.at + bytes.len()].copy_from_slice(bytes);
+                self.at += bytes.len();
+            }
+            None => self.varint(-1),
+        }
     }
 }
 
@@ -199,16 +238,6 @@ fn varint_len(value: i64) -> usize {
     let zigzag = ((value << 1) ^ (value >> 63)) as u64;
     let bits = 64 - (zigzag | 1).leading_zeros() as usize;
     bits.div_ceil(7)
-}
-
-#[inline]
-fn put_varint(buf: &mut Vec<u8>, value: i64) {
-    let mut zigzag = ((value << 1) ^ (value >> 63)) as u64;
-    while zigzag >= 0x80 {
-        buf.push((zigzag as u8) | 0x80);
-        zigzag >>= 7;
-    }
-    buf.push(zigzag as u8);
 }
 
 #[cfg(test)]
@@ -238,9 +267,13 @@ mod tests {
             i32::MAX as i64,
             i64::MIN,
         ] {
-            let mut buf = Vec::new();
-            put_varint(&mut buf, value);
-            assert_eq!(buf.len(), varint_len(value), "{value}");
+            let mut buf = [0u8; 10];
+            let mut out = Cursor {
+                out: &mut buf,
+                at: 0,
+            };
+            out.varint(value);
+            assert_eq!(out.at, varint_len(value), "{value}");
         }
     }
 

@@ -1,11 +1,21 @@
-//! The client direction, for broker-to-broker requests (a follower's Fetch): encoding a
-//! request frame and decoding the response that answers it.
+//! The client direction, for broker-to-broker requests (a follower's Fetch) and the
+//! native load generator: encoding a request frame and decoding the response that
+//! answers it.
 
-use bytes::{Buf, Bytes};
+use bytes::{Buf, BufMut, Bytes};
 use kafka_protocol::messages::{RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
-use crate::WireError;
+use crate::parts_buf::{CutOut, PartsBuf};
+use crate::{FramePart, WireError};
+
+fn request_header<R: Request>(correlation_id: i32, client_id: &str, version: i16) -> RequestHeader {
+    RequestHeader::default()
+        .with_request_api_key(R::KEY)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_string(client_id.to_string())))
+}
 
 /// Encodes `body` at `version` as a complete frame (size prefix, request header, body).
 pub fn encode_request<R: Request + Encodable>(
@@ -19,12 +29,67 @@ pub fn encode_request<R: Request + Encodable>(
         version,
         reason: e.to_string(),
     };
-    let header = RequestHeader::default()
-        .with_request_api_key(R::KEY)
-        .with_request_api_version(version)
-        .with_correlation_id(correlation_id)
-        .with_client_id(Some(StrBytes::from_string(client_id.to_string())));
+    let header = request_header::<R>(correlation_id, client_id, version);
     crate::frame::encode_frame(&header, R::header_version(version), body, version).map_err(fail)
+}
+
+/// Encodes `body` at `version` as a frame in parts, to be written with one gathering
+/// write: each of `shared` that the body holds (a Produce request's record batches) is a
+/// part of its own, sent from where it lies instead of copied into the frame, so a
+/// producer's records are copied once, into the socket.
+pub fn encode_request_parts<R: Request + Encodable>(
+    correlation_id: i32,
+    client_id: &str,
+    version: i16,
+    body: &R,
+    shared: &[Bytes],
+) -> Result<Vec<Bytes>, WireError> {
+    let fail = |e: anyhow::Error| WireError::Encode {
+        api_key: R::KEY,
+        version,
+        reason: e.to_string(),
+    };
+    let header = request_header::<R>(correlation_id, client_id, version);
+    let header_version = R::header_version(version);
+    let size = header
+        .compute_size(header_version)
+        .and_then(|h| Ok(h + body.compute_size(version)?))
+        .map_err(fail)?;
+    let in_shared: usize = shared.iter().map(Bytes::len).sum();
+    let mut buf = PartsBuf::new(
+        (4 + size).saturating_sub(in_shared),
+        shared.len(),
+        SharedBytes(shared),
+    );
+    buf.put_i32(size as i32);
+    header
+        .encode(&mut buf, header_version)
+        .and_then(|()| body.encode(&mut buf, version))
+        .map_err(fail)?;
+    let (parts, _) = buf.finish();
+    Ok(parts
+        .into_iter()
+        .map(|part| match part {
+            FramePart::Bytes(bytes) | FramePart::File(bytes) => bytes,
+        })
+        .collect())
+}
+
+/// Recognises the body's slices that are one of these buffers, by address and length.
+struct SharedBytes<'a>(&'a [Bytes]);
+
+impl CutOut for SharedBytes<'_> {
+    type Part = Bytes;
+
+    fn cut(&mut self, slice: &[u8]) -> Option<Bytes> {
+        if slice.is_empty() {
+            return None;
+        }
+        self.0
+            .iter()
+            .find(|b| b.as_ptr() == slice.as_ptr() && b.len() == slice.len())
+            .cloned()
+    }
 }
 
 /// Decodes a response frame (without its size prefix) to request `R` sent at `version`,
@@ -72,5 +137,37 @@ mod tests {
         let (cid, body) = decode_response::<FetchRequest>(15, frame.slice(4..)).unwrap();
         assert_eq!((cid, body.throttle_time_ms), (7, 3));
         assert!(decode_response::<FetchRequest>(15, Bytes::from_static(&[0, 0])).is_err());
+    }
+
+    /// The parts joined are the frame the whole request encodes to, with each shared
+    /// batch a part of its own (the very buffer, not a copy), at a flexible and a
+    /// non-flexible version.
+    #[test]
+    fn shared_batches_are_parts_of_the_same_frame() {
+        use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+        use kafka_protocol::messages::{ProduceRequest, TopicName};
+        let batches = [Bytes::from(vec![7u8; 300]), Bytes::from(vec![9u8; 5])];
+        let request = ProduceRequest::default()
+            .with_acks(-1)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(TopicName(StrBytes::from_static_str("t")))
+                .with_partition_data(
+                    batches
+                        .iter()
+                        .enumerate()
+                        .map(|(i, b)| {
+                            PartitionProduceData::default()
+                                .with_index(i as i32)
+                                .with_records(Some(b.clone()))
+                        })
+                        .collect(),
+                )]);
+        for version in [7, 9] {
+            let whole = encode_request(3, "c", version, &request).unwrap();
+            let parts = encode_request_parts(3, "c", version, &request, &batches).unwrap();
+            assert!(parts.iter().any(|p| p.as_ptr() == batches[0].as_ptr()));
+            assert!(parts.iter().any(|p| p.as_ptr() == batches[1].as_ptr()));
+            assert_eq!(parts.concat(), whole);
+        }
     }
 }

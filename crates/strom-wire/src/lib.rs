@@ -10,6 +10,7 @@ pub mod error;
 pub mod fetch_session;
 pub mod fields;
 pub mod frame;
+mod parts_buf;
 pub mod records;
 pub mod request;
 pub mod response;

@@ -12,12 +12,11 @@
 
 use std::sync::OnceLock;
 
-use bytes::buf::UninitSlice;
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes};
 use kafka_protocol::messages::ResponseHeader;
-use kafka_protocol::protocol::buf::ByteBufMut;
 use kafka_protocol::protocol::{Encodable, HeaderVersion};
 
+use crate::parts_buf::{CutOut, PartsBuf};
 use crate::WireError;
 
 /// The address space stand-ins are cut from: stand-in `k` starts `k` bytes into it, so a
@@ -93,9 +92,13 @@ impl<F> TransferableRecords<F> {
         self.ranges.push(Some((range, len)));
         Some(Bytes::from_static(&stand_in_region()[k..k + len]))
     }
+}
+
+impl<F> CutOut for TransferableRecords<F> {
+    type Part = F;
 
     /// The range a slice the encoder copies stands in for, taken out so each is sent once.
-    fn take(&mut self, slice: &[u8]) -> Option<F> {
+    fn cut(&mut self, slice: &[u8]) -> Option<F> {
         let base = stand_in_region().as_ptr() as usize;
         let k = (slice.as_ptr() as usize).checked_sub(base)?;
         let (_, len) = self.ranges.get(k)?.as_ref()?;
@@ -127,75 +130,18 @@ pub fn encode_response_frame<R: Encodable + HeaderVersion, F>(
         .and_then(|h| Ok(h + body.compute_size(version)?))
         .map_err(|e| fail(e.to_string()))?;
     let in_files: usize = records.ranges.iter().flatten().map(|(_, len)| len).sum();
-    let mut buf = PartsBuf {
-        head: BytesMut::with_capacity(4 + size - in_files),
-        parts: Vec::with_capacity(2 * records.ranges.len() + 1),
-        records,
-    };
+    let cuts = records.ranges.len();
+    let mut buf = PartsBuf::new(4 + size - in_files, cuts, records);
     buf.put_i32(size as i32);
     header
         .encode(&mut buf, header_version)
         .and_then(|()| body.encode(&mut buf, version))
         .map_err(|e| fail(e.to_string()))?;
-    if buf.records.ranges.iter().any(Option::is_some) {
+    let (parts, records) = buf.finish();
+    if records.ranges.iter().any(Option::is_some) {
         return Err(fail("a record range's stand-in was not in the body".into()));
     }
-    if !buf.head.is_empty() {
-        buf.parts.push(FramePart::Bytes(buf.head.freeze()));
-    }
-    Ok(ResponseFrame { parts: buf.parts })
-}
-
-/// The encoder's buffer: bytes accumulate in `head` until a stand-in is copied, which
-/// closes `head` as a part and adds the range as the next.
-struct PartsBuf<F> {
-    head: BytesMut,
-    parts: Vec<FramePart<F>>,
-    records: TransferableRecords<F>,
-}
-
-// SAFETY: every method forwards to `BytesMut`'s, which upholds `BufMut`'s contract;
-// `put_slice` either forwards too or writes nothing to `head`.
-unsafe impl<F> BufMut for PartsBuf<F> {
-    fn remaining_mut(&self) -> usize {
-        self.head.remaining_mut()
-    }
-
-    unsafe fn advance_mut(&mut self, cnt: usize) {
-        // SAFETY: the caller initialised `cnt` bytes of the chunk `head` handed out.
-        unsafe { self.head.advance_mut(cnt) }
-    }
-
-    fn chunk_mut(&mut self) -> &mut UninitSlice {
-        self.head.chunk_mut()
-    }
-
-    fn put_slice(&mut self, src: &[u8]) {
-        match self.records.take(src) {
-            Some(range) => {
-                let head = self.head.split().freeze();
-                if !head.is_empty() {
-                    self.parts.push(FramePart::Bytes(head));
-                }
-                self.parts.push(FramePart::File(range));
-            }
-            None => self.head.put_slice(src),
-        }
-    }
-}
-
-impl<F> ByteBufMut for PartsBuf<F> {
-    fn offset(&self) -> usize {
-        self.head.len()
-    }
-
-    fn seek(&mut self, offset: usize) {
-        self.head.seek(offset)
-    }
-
-    fn range(&mut self, r: std::ops::Range<usize>) -> &mut [u8] {
-        self.head.range(r)
-    }
+    Ok(ResponseFrame { parts })
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! does not hang waiting for an answer that will never match).
 
 use std::collections::{HashMap, VecDeque};
+use std::io::IoSlice;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -70,7 +71,6 @@ struct Pending {
 struct Writer {
     stream: OwnedWriteHalf,
     next_correlation_id: i32,
-    buf: BytesMut,
 }
 
 /// The API versions a broker supports, from its ApiVersions answer.
@@ -135,7 +135,6 @@ impl Connection {
             writer: tokio::sync::Mutex::new(Writer {
                 stream: write,
                 next_correlation_id: 0,
-                buf: BytesMut::with_capacity(64 * 1024),
             }),
             pending,
             closed,
@@ -182,17 +181,19 @@ impl Connection {
         R: Request + Encodable,
         R::Response: Decodable + HeaderVersion,
     {
-        Ok(self.send(version, body, None).await?.await?)
+        Ok(self.send(version, body, &[], None).await?.await?)
     }
 
     /// Writes `body` at `version` and returns the future of its response, so that more
     /// requests can be written before the first is answered. A response that does not
     /// come within `timeout` gives up on the connection, as Kafka's clients disconnect
-    /// on `request.timeout.ms`: the next request opens a new one.
+    /// on `request.timeout.ms`: the next request opens a new one. Each of `records` the
+    /// body holds goes to the socket from where it lies, not copied into the frame.
     pub async fn send<R>(
         &self,
         version: i16,
         body: &R,
+        records: &[Bytes],
         timeout: Option<std::time::Duration>,
     ) -> Result<impl std::future::Future<Output = Result<R::Response, CallError>>>
     where
@@ -200,7 +201,7 @@ impl Connection {
         R::Response: Decodable + HeaderVersion,
     {
         let written = std::time::Instant::now();
-        let (correlation_id, rx) = self.write(version, body, true).await?;
+        let (correlation_id, rx) = self.write(version, body, records, true).await?;
         let rx = rx.expect("a response was asked for");
         let address = self.address.clone();
         let closed = Arc::clone(&self.closed);
@@ -248,14 +249,16 @@ impl Connection {
         &self,
         version: i16,
         body: &R,
+        records: &[Bytes],
     ) -> Result<()> {
-        self.write(version, body, false).await.map(|_| ())
+        self.write(version, body, records, false).await.map(|_| ())
     }
 
     async fn write<R: Request + Encodable>(
         &self,
         version: i16,
         body: &R,
+        records: &[Bytes],
         expect_response: bool,
     ) -> Result<(i32, Option<oneshot::Receiver<Result<Bytes, CallError>>>)> {
         if self.is_closed() {
@@ -264,20 +267,14 @@ impl Connection {
         let mut writer = self.writer.lock().await;
         let correlation_id = writer.next_correlation_id;
         writer.next_correlation_id = correlation_id.wrapping_add(1);
-        let header = kafka_protocol::messages::RequestHeader::default()
-            .with_request_api_key(R::KEY)
-            .with_request_api_version(version)
-            .with_correlation_id(correlation_id)
-            .with_client_id(Some(StrBytes::from_string(self.client_id.clone())));
-        let writer = &mut *writer;
-        writer.buf.clear();
-        writer.buf.extend_from_slice(&[0; 4]);
-        header
-            .encode(&mut writer.buf, R::header_version(version))
-            .and_then(|()| body.encode(&mut writer.buf, version))
-            .map_err(|e| anyhow!("cannot encode {:?} v{version}: {e}", R::KEY))?;
-        let size = (writer.buf.len() - 4) as i32;
-        writer.buf[..4].copy_from_slice(&size.to_be_bytes());
+        let parts = strom_wire::client::encode_request_parts(
+            correlation_id,
+            &self.client_id,
+            version,
+            body,
+            records,
+        )
+        .map_err(|e| anyhow!("{e}"))?;
         let rx = expect_response.then(|| {
             let (tx, rx) = oneshot::channel();
             self.pending.lock().push_back(Pending {
@@ -286,13 +283,29 @@ impl Connection {
             });
             rx
         });
-        if let Err(e) = writer.stream.write_all(&writer.buf).await {
+        if let Err(e) = write_all_parts(&mut writer.stream, &parts).await {
             self.closed.store(true, Ordering::Relaxed);
             return Err(anyhow!("cannot write to {}: {e}", self.address));
         }
-        self.metrics.requests.record(writer.buf.len() as u64);
+        let written: usize = parts.iter().map(Bytes::len).sum();
+        self.metrics.requests.record(written as u64);
         Ok((correlation_id, rx))
     }
+}
+
+/// Writes a frame's parts with gathering writes, at most `IOV_MAX` (1024) parts each.
+async fn write_all_parts(stream: &mut OwnedWriteHalf, parts: &[Bytes]) -> std::io::Result<()> {
+    let mut slices: Vec<IoSlice<'_>> = parts.iter().map(|p| IoSlice::new(p)).collect();
+    let mut slices = &mut slices[..];
+    while !slices.is_empty() {
+        let batch = slices.len().min(1024);
+        let n = stream.write_vectored(&slices[..batch]).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        IoSlice::advance_slices(&mut slices, n);
+    }
+    Ok(())
 }
 
 /// Reads response frames and hands each to the request at the head of the queue; on a

@@ -541,7 +541,7 @@ impl ConsumerState {
             });
         let timeout = self.config.request_timeout + self.config.fetch_max_wait;
         let sent = Instant::now();
-        match connection.send(version, &request, Some(timeout)).await {
+        match connection.send(version, &request, &[], Some(timeout)).await {
             Ok(answer) => {
                 self.in_flight.insert(node);
                 tokio::spawn(async move {

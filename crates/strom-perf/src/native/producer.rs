@@ -517,9 +517,10 @@ impl<H: DeliveryHandler> NativeProducer<H> {
 
     /// Writes one Produce request to `node`; its answer arrives as a [`Completion`].
     async fn send_request(&mut self, node: i32, batches: Vec<SealedBatch>) -> Result<()> {
-        let records: usize = batches.iter().map(|b| record_count(&b.runs)).sum();
-        self.sensors.record_send.record(records as u64);
-        self.sensors.records_per_request.record(records as u64);
+        let count: usize = batches.iter().map(|b| record_count(&b.runs)).sum();
+        self.sensors.record_send.record(count as u64);
+        self.sensors.records_per_request.record(count as u64);
+        let records: Vec<Bytes> = batches.iter().map(|b| b.bytes.clone()).collect();
         for batch in &batches {
             self.sensors.batch_size.record(batch.bytes.len() as u64);
         }
@@ -558,7 +559,9 @@ impl<H: DeliveryHandler> NativeProducer<H> {
         };
         let version = connection.versions.pick(ApiKey::Produce, 3, 11)?;
         if self.config.acks == 0 {
-            let written = connection.send_without_response(version, &request).await;
+            let written = connection
+                .send_without_response(version, &request, &records)
+                .await;
             complete(
                 batches,
                 written.map(|()| ProduceResponse::default()).map_err(closed),
@@ -566,7 +569,7 @@ impl<H: DeliveryHandler> NativeProducer<H> {
             return Ok(());
         }
         let timeout = Some(self.config.request_timeout);
-        match connection.send(version, &request, timeout).await {
+        match connection.send(version, &request, &records, timeout).await {
             Ok(answer) => {
                 tokio::spawn(async move { complete(batches, answer.await) });
             }
