@@ -266,6 +266,77 @@ fn sigstop_of_the_active_controller_elects_another_and_the_resumed_one_follows()
     );
 }
 
+/// Kafka's check-quorum (the split brain of KAFKA-15489): an active controller cut off
+/// from the other voters, which the brokers still reach, stops acting as active once no
+/// majority has acknowledged it for 1.5 × `controller.quorum.fetch.timeout.ms`. Before,
+/// it answered the brokers' heartbeats from memory while the new controller, hearing
+/// none, fenced every broker: all partitions went offline and no broker knew why.
+#[test]
+fn an_active_controller_cut_off_from_the_other_voters_steps_aside_and_the_brokers_follow_the_new_one(
+) {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test cuts links between network namespaces: it needs root (CAP_NET_ADMIN), as CI has"
+    );
+    // The cluster moves its thread into its client namespace: not the test's own.
+    std::thread::spawn(|| {
+        let cluster = TestCluster::isolated_split(3, 2, &[]);
+        cluster.wait_for_brokers(&[4, 5]);
+        let brokers = [4, 5].map(|id| cluster.node(id).address());
+        let old = TestCluster::active_controller(&brokers[0]);
+        assert!((1..=3).contains(&old), "active controller {old}");
+        let majority: Vec<i32> = (1..=3).filter(|v| *v != old).collect();
+        let network = cluster.network().expect("an isolated cluster's network");
+        for voter in &majority {
+            network.cut(old, *voter).unwrap();
+        }
+        let followed = wait_until(TIMEOUT, || {
+            brokers.iter().all(|b| {
+                majority.contains(&TestCluster::active_controller(b))
+                    && TestCluster::listed_brokers(b) == [4, 5]
+            })
+        });
+        assert!(
+            followed,
+            "brokers 4 and 5 name controllers {:?} and list {:?}",
+            brokers
+                .each_ref()
+                .map(|b| TestCluster::active_controller(b)),
+            brokers.each_ref().map(|b| TestCluster::listed_brokers(b))
+        );
+        // The majority's controller takes writes from the brokers.
+        create_topic(&brokers[1], "after-the-cut", 2);
+        assert!(wait_until(TIMEOUT, || leaders(
+            &brokers[0],
+            "after-the-cut"
+        )
+        .len()
+            == 2));
+        for voter in &majority {
+            network.mend(old, *voter).unwrap();
+        }
+        // Healed, the old controller follows the new one and catches up.
+        assert!(
+            wait_until(TIMEOUT, || {
+                let quorum = TestCluster::describe_quorum(&brokers[0]);
+                let partition = &quorum.topics[0].partitions[0];
+                quorum.error_code == 0
+                    && majority.contains(&partition.leader_id.0)
+                    && partition
+                        .current_voters
+                        .iter()
+                        .all(|v| v.log_end_offset >= partition.high_watermark)
+            }),
+            "{:?}",
+            TestCluster::describe_quorum(&brokers[0])
+        );
+    })
+    .join()
+    .expect("the test's thread");
+}
+
 #[test]
 fn bench_quorum_reports_every_round() {
     let _serial = TestCluster::serial();

@@ -53,18 +53,29 @@ impl TestCluster {
         Self::start(brokers, controllers, extra)
     }
 
+    /// As [`Self::split`], each node in its own network namespace so that links can be
+    /// cut (root only); the calling thread moves into the client namespace, so a test
+    /// starts it on a thread of its own.
+    pub fn isolated_split(controllers: usize, brokers: usize, extra: &[&str]) -> Self {
+        Self::start_spec(brokers, controllers, extra, true)
+    }
+
     /// The one-cluster-at-a-time lock, for a test whose cluster some other code starts.
     pub fn serial() -> MutexGuard<'static, ()> {
         ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn start(brokers: usize, controllers: usize, extra: &[&str]) -> Self {
+        Self::start_spec(brokers, controllers, extra, false)
+    }
+
+    fn start_spec(brokers: usize, controllers: usize, extra: &[&str], isolated: bool) -> Self {
         let serial = Self::serial();
         let spec = ClusterSpec {
             brokers,
             controllers,
             extra: extra.iter().map(|s| s.to_string()).collect(),
-            isolated: false,
+            isolated,
         };
         let cluster = LocalCluster::start_with(Path::new(env!("CARGO_BIN_EXE_strom")), &spec, None)
             .unwrap_or_else(|e| panic!("the cluster did not start: {e:#}"));

@@ -82,6 +82,11 @@ pub async fn run(
                 continue;
             }
         };
+        if fetched.leader_id < 0 && quorum.client.leader() == target {
+            // The voter taken for the active controller knows none, as a leader cut off
+            // from its majority answers: look for the active one among the others.
+            quorum.client.forget_leader();
+        }
         quorum.client.set_leader(fetched.leader_id);
         let controller_changed = fetched.leader_id != image.controller_id;
         if fetched.delta.is_none() && !controller_changed {

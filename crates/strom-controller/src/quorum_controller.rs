@@ -226,39 +226,63 @@ impl QuorumController {
 
     /// The active controller as this voter knows it.
     pub fn leader(&self) -> Option<i32> {
-        self.raft
-            .metrics()
-            .borrow()
-            .current_leader
-            .map(|l| l as i32)
+        self.active_controller().map(|l| l as i32)
     }
 
-    fn is_leader(&self) -> bool {
-        self.raft.metrics().borrow().state == ServerState::Leader
+    /// The active controller as this voter knows it: the leader openraft names, except
+    /// that a leader no majority of the voters has acknowledged for 1.5 ×
+    /// `controller.quorum.fetch.timeout.ms` names none (Kafka's check-quorum, the fix of
+    /// the split brain KAFKA-15489). By then the other voters have elected another, and
+    /// a leader cut off from them must stop answering brokers as if it were active, or
+    /// a broker that reaches only it, or it first, never looks for the new one: its
+    /// heartbeats would be answered from memory while the majority fences it.
+    fn active_controller(&self) -> Option<u64> {
+        let m = self.raft.metrics();
+        let m = m.borrow();
+        let check_quorum = self.elections.timings().fetch_timeout * 3 / 2;
+        let resigned = m.state == ServerState::Leader
+            && m.millis_since_quorum_ack
+                .is_some_and(|ms| Duration::from_millis(ms) > check_quorum);
+        if resigned {
+            None
+        } else {
+            m.current_leader
+        }
+    }
+
+    /// Whether this voter is the active controller ([`Self::active_controller`]).
+    fn is_active(&self) -> bool {
+        self.active_controller() == Some(self.config.node_id as u64)
     }
 
     /// Starts every broker's session afresh whenever this voter becomes the active
     /// controller (Kafka's new controller does the same: it cannot know when the brokers
-    /// were last heard from by its predecessor).
+    /// were last heard from by its predecessor), also when it is active again after a
+    /// spell without its majority, during which it refused the brokers' heartbeats.
     async fn watch_leadership(self: Arc<Self>) {
         let mut metrics = self.raft.metrics();
         let mut shutdown = self.shutdown.subscribe();
-        let mut leading_term = None;
+        let mut active_in_term = None;
         loop {
-            let (leading, term) = {
-                let m = metrics.borrow();
-                (m.state == ServerState::Leader, m.current_term)
-            };
-            if leading && leading_term != Some(term) {
-                leading_term = Some(term);
+            let term = metrics.borrow().current_term;
+            let active = self.is_active();
+            if active && active_in_term != Some(term) {
+                active_in_term = Some(term);
                 self.heartbeats.lock().reset(&self.image(), Instant::now());
                 tracing::info!(
                     node = self.config.node_id,
                     term,
                     "this node is the active controller"
                 );
-            } else if !leading {
-                leading_term = None;
+            } else if !active && active_in_term.is_some() {
+                active_in_term = None;
+                if metrics.borrow().state == ServerState::Leader {
+                    tracing::warn!(
+                        node = self.config.node_id,
+                        term,
+                        "no majority of the voters acknowledged this leader within 1.5 x controller.quorum.fetch.timeout.ms: it stops acting as the active controller until one does"
+                    );
+                }
             }
             tokio::select! {
                 changed = metrics.changed() => if changed.is_err() { return },
@@ -278,7 +302,7 @@ impl QuorumController {
                 _ = tokio::time::sleep(tick) => {}
                 _ = shutdown.changed() => return,
             }
-            if !self.is_leader() {
+            if !self.is_active() {
                 continue;
             }
             let expired = self
@@ -334,6 +358,9 @@ impl QuorumController {
                 format!("the metadata quorum did not commit the change within {bound:?}: it has no majority"),
             ))
         };
+        if !self.is_active() {
+            return Err(WriteError::NotController(self.active_controller()));
+        }
         let _writer = self.writer.lock().await;
         match tokio::time::timeout(bound, self.raft.ensure_linearizable()).await {
             Err(_) => return Err(timed_out()),
@@ -462,8 +489,8 @@ impl QuorumController {
     }
 
     async fn handle_write(self: &Arc<Self>, request: Request) -> Response {
-        if !self.is_leader() {
-            return not_controller(self.raft.metrics().borrow().current_leader);
+        if !self.is_active() {
+            return not_controller(self.active_controller());
         }
         match request {
             Request::BrokerRegistration {
@@ -694,7 +721,7 @@ impl QuorumController {
                 _ = tokio::time::sleep(interval) => {}
                 _ = shutdown.changed() => return,
             }
-            if !self.is_leader() {
+            if !self.is_active() {
                 continue;
             }
             let result = self
@@ -762,10 +789,10 @@ impl QuorumController {
 
     /// DescribeQuorum, from the active controller's view of replication.
     fn describe_quorum(&self) -> Response {
-        let m = self.raft.metrics().borrow().clone();
-        if m.state != ServerState::Leader {
-            return not_controller(m.current_leader);
+        if !self.is_active() {
+            return not_controller(self.active_controller());
         }
+        let m = self.raft.metrics().borrow().clone();
         let leo = m.last_log_index.map_or(0, |i| i as i64 + 1);
         let hw = m.last_applied.map_or(0, |l| l.index as i64 + 1);
         let now = crate::now_ms();
@@ -824,7 +851,7 @@ impl QuorumController {
     /// kill -9 closes its sockets at once), this voter stands for election as soon as
     /// the other voters' leases on it run out ([`crate::election`]).
     pub fn leader_connection_closed(&self) {
-        if !self.is_leader() {
+        if self.raft.metrics().borrow().state != ServerState::Leader {
             self.elections.leader_connection_closed();
         }
     }

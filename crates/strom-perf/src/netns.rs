@@ -2,8 +2,9 @@
 //! kill processes: every node in its own network namespace with an address of
 //! 198.18.0.0/15 (reserved for benchmarking) on a veth link to a bridge in a hub
 //! namespace, plus a client namespace for the load generator. No namespace has a route
-//! out. Isolating a node takes its link down at the hub; healing brings it back; shaping
-//! caps its bandwidth. The
+//! out. Isolating a node takes its link down at the hub; healing brings it back; cutting
+//! the link between two nodes only (a partial partition) discards, in each of the two
+//! namespaces, what is sent to the other; shaping caps a node's bandwidth. The
 //! namespaces (and with them every link) are deleted when this is dropped.
 //!
 //! Needs CAP_NET_ADMIN (root); without it [`TestNetwork::create`] says so.
@@ -128,6 +129,28 @@ impl TestNetwork {
     /// Undoes [`Self::isolate`].
     pub fn heal(&self, id: i32) -> Result<()> {
         ip(&["-n", &self.hub(), "link", "set", &format!("h{id}"), "up"])
+    }
+
+    /// Cuts nodes `a` and `b` off from each other only (a partial partition): each
+    /// discards what it sends the other (a blackhole route, so a connect fails at once
+    /// and an established connection hears nothing more), and both still reach every
+    /// other node and the client.
+    pub fn cut(&self, a: i32, b: i32) -> Result<()> {
+        self.blackholes("add", a, b)
+    }
+
+    /// Undoes [`Self::cut`].
+    pub fn mend(&self, a: i32, b: i32) -> Result<()> {
+        self.blackholes("del", a, b)
+    }
+
+    /// Adds or deletes the routes that discard what `a` and `b` send each other.
+    fn blackholes(&self, op: &str, a: i32, b: i32) -> Result<()> {
+        for (from, to) in [(a, b), (b, a)] {
+            let to = format!("{}/32", Self::address(to));
+            ip(&["-n", &self.namespace(from), "route", op, "blackhole", &to])?;
+        }
+        Ok(())
     }
 
     /// Caps node `id`'s link at `mbit` Mbit/s in both directions (`tc tbf` on each end
