@@ -44,7 +44,9 @@ use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
-use strom_perf::bench::faults::{run_faults, Fault, FaultRun, ALL_FAULTS, WITH_NETWORK};
+use strom_perf::bench::faults::{
+    run_faults, Fault, FaultReport, FaultRun, ALL_FAULTS, WITH_NETWORK,
+};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -130,6 +132,7 @@ fn acknowledged_records_survive_kill_sigterm_and_sigstop_of_leaders_followers_an
         report.reordered
     );
     assert!(report.read >= report.acknowledged);
+    assert_watched_in_order(&report);
 }
 
 #[test]
@@ -173,6 +176,19 @@ fn acknowledged_records_survive_a_leader_cut_off_by_a_network_partition() {
         report.duplicated,
         report.reordered
     );
+    assert_watched_in_order(&report);
+}
+
+/// The consumer that read during the faults was served records, each partition's
+/// offsets in order and none skipped, and only records the log kept where it read them.
+fn assert_watched_in_order(report: &FaultReport) {
+    let watch = &report.watch;
+    assert!(
+        watch.served > 100,
+        "{} served during the faults",
+        watch.served
+    );
+    assert!(watch.holds(), "{watch:?}");
 }
 
 /// Delivery reports by record number.

@@ -24,8 +24,16 @@
 //!
 //! Each waits a fifth of the lease longer per voter of lower id, so that two survivors
 //! do not split the vote, and a voter whose vote moved (it voted for a candidate) waits
-//! from then on.
+//! from then on. A voter whose candidacy a voter with a longer log refused waits a
+//! further E before standing again, as openraft's own timer does after "seeing a greater
+//! log": openraft refuses a candidate with a shorter log before it looks at the
+//! candidate's term, so the voter with the longer log never learns the other's term from
+//! its requests, and two survivors standing at the same pace kept the same terms, each
+//! refused by the other — the one for its log, the other for its term — for a minute
+//! (seen in `strom bench faults --network` when the active controller was cut off right
+//! after taking over from a leader whose last entries the third voter lacked).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -92,6 +100,8 @@ pub struct Elections {
     leader_gone: Mutex<Option<u64>>,
     /// Whether this voter's metadata log was empty at start (a new quorum).
     fresh: bool,
+    /// A voter refused this one's candidacy for a longer log (set by the network).
+    outlogged: Arc<AtomicBool>,
 }
 
 impl Elections {
@@ -100,9 +110,11 @@ impl Elections {
         voters: Vec<(i32, String)>,
         timings: ElectionTimings,
         fresh: bool,
+        outlogged: Arc<AtomicBool>,
     ) -> Self {
         Self {
             fresh,
+            outlogged,
             node_id,
             voters,
             timings,
@@ -236,9 +248,15 @@ impl Elections {
             } else {
                 (contact.max(since) + backoff, "no leader is known")
             };
-            if now < due + stagger {
+            let defer = if self.outlogged.load(Ordering::Relaxed) {
+                self.timings.election
+            } else {
+                Duration::ZERO
+            };
+            if now < due + stagger + defer {
                 continue;
             }
+            self.outlogged.store(false, Ordering::Relaxed);
             tracing::info!(
                 node = self.node_id,
                 silent_ms = now.duration_since(contact).as_millis() as u64,

@@ -1,9 +1,11 @@
 //! openraft's network: each voter reaches the others over the controller listener's
 //! protocol ([`crate::rpc`]), one connection per peer, reconnected after a failure. It
 //! also notes when each peer last answered an AppendEntries, which DescribeQuorum reports
-//! as the voter's last fetch.
+//! as the voter's last fetch, and when a peer refused this voter's candidacy for a
+//! longer log ([`crate::election`] then lets that peer stand first).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, Unreachable};
@@ -25,6 +27,8 @@ pub type PeerAcks = Arc<Mutex<HashMap<NodeId, i64>>>;
 #[derive(Debug, Clone, Default)]
 pub struct Network {
     pub acks: PeerAcks,
+    /// Set when a peer refused a vote because its log is longer than this voter's.
+    pub outlogged: Arc<AtomicBool>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
@@ -36,6 +40,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             addr: node.addr.clone(),
             conn: None,
             acks: self.acks.clone(),
+            outlogged: self.outlogged.clone(),
         }
     }
 }
@@ -47,6 +52,7 @@ pub struct PeerClient {
     addr: String,
     conn: Option<Connection>,
     acks: PeerAcks,
+    outlogged: Arc<AtomicBool>,
 }
 
 type RpcResult<T, E = openraft::error::Infallible> =
@@ -125,8 +131,14 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         rpc: VoteRequest<NodeId>,
         option: RPCOption,
     ) -> RpcResult<VoteResponse<NodeId>> {
+        let candidate_log = rpc.last_log_id;
         match self.call(Request::Vote(rpc), &option).await? {
-            Response::Vote(Ok(r)) => Ok(r),
+            Response::Vote(Ok(r)) => {
+                if !r.vote_granted && r.last_log_id > candidate_log {
+                    self.outlogged.store(true, Ordering::Relaxed);
+                }
+                Ok(r)
+            }
             Response::Vote(Err(e)) => Err(remote(e)),
             other => Err(unexpected(other)),
         }

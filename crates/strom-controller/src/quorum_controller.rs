@@ -178,6 +178,7 @@ impl QuorumController {
             config.voters.clone(),
             timings,
             fresh,
+            network.outlogged.clone(),
         ));
         let controller = Arc::new(Self {
             config,

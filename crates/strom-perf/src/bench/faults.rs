@@ -3,11 +3,15 @@
 //! factor 3 with `min.insync.replicas=2`; a librdkafka producer (idempotent, acks=all by
 //! default) writes numbered records while a nemesis, one fault at a time, kills -9,
 //! SIGTERMs or SIGSTOPs a partition leader, kills a follower or the active controller,
-//! and brings it back once the fault has had its effect. Between faults every partition's
-//! ISR is whole again, so at most one replica is ever missing. Afterwards every partition
-//! is read back to its high watermark and checked: no acknowledged record lost or
-//! changed (each is at the offset it was acknowledged at), none duplicated, each
-//! partition in the order it was produced, and no two records at one offset.
+//! and with `--network` cuts a leader off from everyone or only from the other nodes
+//! (a partial partition: clients still reach it), and brings it back once the fault has
+//! had its effect. Between faults every partition's ISR is whole again, so at most one
+//! replica is ever missing. Afterwards every partition is read back to its high
+//! watermark and checked: no acknowledged record lost or changed (each is at the offset
+//! it was acknowledged at), none duplicated, each partition in the order it was
+//! produced, and no two records at one offset. A consumer reading all along is checked
+//! too ([`fault_watch`]): it was served each partition's offsets in order, none
+//! skipped, and only records the final log kept at the same offsets.
 //!
 //! The test suite runs a few faults; this command runs as many as asked, and writes what
 //! it found to its reports (`--json`, `--html`; the page charts each fault's recovery),
@@ -30,6 +34,7 @@ use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use serde::Serialize;
 
 use super::args::ReportFiles;
+use super::fault_watch::{self, WatchFindings};
 use super::{figure, median_max};
 use crate::kafka_rpc;
 use crate::local_cluster::{ClusterSpec, LocalCluster, NodeInfo};
@@ -58,6 +63,10 @@ pub enum Fault {
     /// another replica leads, then restored: the old leader, alive all along, must
     /// step down and truncate what it took alone.
     PartitionLeader,
+    /// The links between a partition's leader and the other nodes cut, while clients
+    /// still reach it (a partial partition), until another replica leads, then mended:
+    /// the old leader, still sent records, must acknowledge none of them alone.
+    CutLeaderFromPeers,
 }
 
 /// The process faults, injected in turn.
@@ -69,14 +78,15 @@ pub const ALL_FAULTS: [Fault; 5] = [
     Fault::KillController,
 ];
 
-/// The process faults and the network partition (with `--network`).
-pub const WITH_NETWORK: [Fault; 6] = [
+/// The process faults and the network partitions (with `--network`).
+pub const WITH_NETWORK: [Fault; 7] = [
     Fault::KillLeader,
     Fault::TerminateLeader,
     Fault::PauseLeader,
     Fault::KillFollower,
     Fault::KillController,
     Fault::PartitionLeader,
+    Fault::CutLeaderFromPeers,
 ];
 
 /// What to run.
@@ -113,12 +123,20 @@ pub struct FaultReport {
     pub reordered: Vec<i32>,
     /// Failed deliveries, by error.
     pub failed: BTreeMap<String, usize>,
+    /// What the consumer reading during the faults was served, checked.
+    pub watch: WatchFindings,
+    /// Errors that consumer reported, by message.
+    pub watch_errors: BTreeMap<String, usize>,
 }
 
 impl FaultReport {
-    /// Whether the run kept every promise of acks=all.
+    /// Whether the run kept every promise of acks=all, to the producer and to the
+    /// consumer that read during the faults.
     pub fn holds(&self) -> bool {
-        self.lost.is_empty() && self.duplicated.is_empty() && self.reordered.is_empty()
+        self.lost.is_empty()
+            && self.duplicated.is_empty()
+            && self.reordered.is_empty()
+            && self.watch.holds()
     }
 
     /// Each kind of fault injected, with the seconds from each injection until every ISR
@@ -165,6 +183,21 @@ impl FaultReport {
         for (i, p, o) in self.lost.iter().take(10) {
             println!("  lost: record {i} acknowledged at {p}/{o}");
         }
+        let w = &self.watch;
+        println!(
+            "read during the faults: {} served; offsets rewound: {}   skipped: {}   served but not kept: {}   consumer errors: {:?}",
+            w.served,
+            w.rewound.len(),
+            w.skipped.len(),
+            w.diverged.len(),
+            self.watch_errors
+        );
+        for (p, prev, o) in w.rewound.iter().chain(&w.skipped).take(10) {
+            println!("  partition {p}: offset {o} served after {prev}");
+        }
+        for (p, o, served, kept) in w.diverged.iter().take(10) {
+            println!("  partition {p}: record {served} served at offset {o}, where the log kept {kept:?}");
+        }
     }
 
     /// Every fault and every count, for the JSON report.
@@ -197,6 +230,13 @@ impl FaultReport {
             "lost": lost,
             "duplicated": self.duplicated,
             "reordered_partitions": self.reordered,
+            "read_during_faults": {
+                "served": self.watch.served,
+                "rewound": self.watch.rewound,
+                "skipped": self.watch.skipped,
+                "served_not_kept": self.watch.diverged,
+                "consumer_errors": self.watch_errors,
+            },
         })
     }
 
@@ -225,6 +265,20 @@ impl FaultReport {
             ("partitions out of order", self.reordered.len()),
         ] {
             rows.push(figure("records", metric, value as f64, None, count));
+        }
+        for (metric, value) in [
+            ("served", self.watch.served),
+            ("offsets rewound", self.watch.rewound.len()),
+            ("offsets skipped", self.watch.skipped.len()),
+            ("served but not kept", self.watch.diverged.len()),
+        ] {
+            rows.push(figure(
+                "read during the faults",
+                metric,
+                value as f64,
+                None,
+                count,
+            ));
         }
         rows
     }
@@ -331,14 +385,29 @@ fn inject(cluster: &mut LocalCluster, topic: &str, fault: Fault, p: usize) -> Re
         Fault::KillLeader
         | Fault::TerminateLeader
         | Fault::PauseLeader
-        | Fault::PartitionLeader => {
+        | Fault::PartitionLeader
+        | Fault::CutLeaderFromPeers => {
+            let peers: Vec<i32> = cluster
+                .nodes
+                .iter()
+                .map(|n| n.id)
+                .filter(|id| *id != leader)
+                .collect();
             match fault {
                 Fault::KillLeader => cluster.kill9(leader)?,
                 Fault::TerminateLeader => {
                     cluster.terminate(leader)?;
                 }
                 Fault::PauseLeader => cluster.pause(leader, true)?,
-                _ => cluster.network().context("no network")?.isolate(leader)?,
+                Fault::PartitionLeader => {
+                    cluster.network().context("no network")?.isolate(leader)?
+                }
+                _ => {
+                    let network = cluster.network().context("no network")?;
+                    for peer in &peers {
+                        network.cut(leader, *peer)?;
+                    }
+                }
             }
             let survivor = cluster
                 .nodes
@@ -353,6 +422,12 @@ fn inject(cluster: &mut LocalCluster, topic: &str, fault: Fault, p: usize) -> Re
             match fault {
                 Fault::PauseLeader => cluster.pause(leader, false)?,
                 Fault::PartitionLeader => cluster.network().context("no network")?.heal(leader)?,
+                Fault::CutLeaderFromPeers => {
+                    let network = cluster.network().context("no network")?;
+                    for peer in &peers {
+                        network.mend(leader, *peer)?;
+                    }
+                }
                 _ => {
                     cluster.restart(leader)?;
                 }
@@ -484,6 +559,8 @@ pub fn run_faults(binary: &Path, run: &FaultRun) -> Result<FaultReport> {
         })
     };
 
+    let watcher = fault_watch::start(&cluster.bootstrap(), topic, run.partitions)?;
+
     let mut report = FaultReport::default();
     let kinds: &[Fault] = if run.network {
         &WITH_NETWORK
@@ -525,8 +602,12 @@ pub fn run_faults(binary: &Path, run: &FaultRun) -> Result<FaultReport> {
     }
     report.acknowledged = acknowledged.len();
 
+    let watched = watcher.finish();
+
     let read = read_back(&cluster.bootstrap(), topic, run.partitions)?;
     check(&mut report, &acknowledged, &read, idempotent);
+    report.watch = fault_watch::check(&watched, &read);
+    report.watch_errors = watched.errors;
     Ok(report)
 }
 
@@ -621,8 +702,8 @@ fn check(
 )]
 struct Args {
     /// Faults to inject, one after another (kill -9, SIGTERM and SIGSTOP of a leader,
-    /// kill -9 of a follower and of the active controller, and with --network a cut-off
-    /// leader, in turn).
+    /// kill -9 of a follower and of the active controller, and with --network a leader
+    /// cut off from everyone and one cut off from the other nodes only, in turn).
     #[arg(long, default_value_t = 100)]
     faults: usize,
     /// The producer's acks: `all` (idempotent) or `1`.
@@ -633,8 +714,8 @@ struct Args {
     /// Records per second offered.
     #[arg(long, default_value_t = 2000)]
     rate: u64,
-    /// Each node in its own network namespace, and network partitions of a leader among
-    /// the faults (needs root).
+    /// Each node in its own network namespace, and network partitions of a leader (whole
+    /// and partial) among the faults (needs root).
     #[arg(long)]
     network: bool,
     /// Extra settings for every node, `key=value` (repeatable).
