@@ -34,6 +34,8 @@ pub const KEYS: &[&str] = &[
     "auto.leader.rebalance.enable",
     "leader.imbalance.check.interval.seconds",
     "unclean.leader.election.interval.ms",
+    "metadata.log.max.record.bytes.between.snapshots",
+    "metadata.log.max.snapshot.interval.ms",
 ];
 
 /// Kafka's default `listener.security.protocol.map`.
@@ -92,6 +94,12 @@ pub struct KraftConfig {
     /// `unclean.leader.election.interval.ms`: how often the active controller looks for
     /// partitions without a leader that an unclean election may now give one.
     pub unclean_leader_election_interval_ms: u64,
+    /// `metadata.log.max.record.bytes.between.snapshots` (20 MiB): a controller takes a
+    /// snapshot once its log holds this much after the last one.
+    pub metadata_max_bytes_between_snapshots: u64,
+    /// `metadata.log.max.snapshot.interval.ms` (1 h): and once this long passed since
+    /// the last one with anything new; 0 never snapshots by age.
+    pub metadata_max_snapshot_interval_ms: u64,
 }
 
 fn invalid(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
@@ -331,6 +339,18 @@ impl KraftConfig {
                 300_000,
                 1,
             )?,
+            metadata_max_bytes_between_snapshots: number(
+                props,
+                "metadata.log.max.record.bytes.between.snapshots",
+                20 * 1024 * 1024,
+                1,
+            )?,
+            metadata_max_snapshot_interval_ms: number(
+                props,
+                "metadata.log.max.snapshot.interval.ms",
+                3_600_000,
+                0,
+            )?,
         };
         config.validate(node_id)?;
         Ok(config)
@@ -468,6 +488,8 @@ mod tests {
         assert_eq!(c.broker_heartbeat_interval_ms, 2000);
         assert_eq!(c.election_timeout_ms, 1000);
         assert_eq!(c.fetch_timeout_ms, 2000);
+        assert_eq!(c.metadata_max_bytes_between_snapshots, 20 * 1024 * 1024);
+        assert_eq!(c.metadata_max_snapshot_interval_ms, 3_600_000);
     }
 
     #[test]

@@ -377,6 +377,8 @@ async fn start_controller(config: &BrokerConfig) -> Result<ControllerPart, Broke
             .then_some(kraft.leader_imbalance_check_interval_seconds * 1000),
         unclean_leader_election_enable: config.log_defaults.unclean_leader_election,
         unclean_leader_election_interval_ms: kraft.unclean_leader_election_interval_ms,
+        max_bytes_between_snapshots: kraft.metadata_max_bytes_between_snapshots,
+        max_snapshot_interval_ms: kraft.metadata_max_snapshot_interval_ms,
     })
     .await?;
     let (shutdown, shutdown_rx) = watch::channel(false);

@@ -8,7 +8,8 @@
 //! off at start-up at the first frame whose length or CRC does not check out.
 //!
 //! The whole unpurged log is also kept in memory: the metadata log between two
-//! snapshots is small (a snapshot is taken every `SNAPSHOT_EVERY` entries), and readers
+//! snapshots is small (a snapshot is taken once it holds
+//! `metadata.log.max.record.bytes.between.snapshots`, 20 MiB by default), and readers
 //! (replication to other voters, the state machine) never wait for the disk.
 
 use std::collections::BTreeMap;
@@ -198,6 +199,26 @@ impl LogStore {
             inner.entries.insert(entry.log_id.index, (entry, pos));
         }
         Ok(())
+    }
+
+    /// Bytes on disk of the entries after index `after` (all, when `None`) up to and
+    /// including `upto`: what a snapshot at `upto` would cover that one at `after` does
+    /// not.
+    pub fn bytes_between(&self, after: Option<u64>, upto: u64) -> u64 {
+        let inner = self.inner.lock();
+        let start = after.map_or(0, |a| a + 1);
+        if start > upto {
+            return 0;
+        }
+        let Some((_, (_, first))) = inner.entries.range(start..=upto).next() else {
+            return 0;
+        };
+        let end = inner
+            .entries
+            .range(upto + 1..)
+            .next()
+            .map_or(inner.end, |(_, (_, pos))| *pos);
+        end - first
     }
 
     /// The log id of the last entry (or of the last purged one when the log is empty).
@@ -417,6 +438,18 @@ mod tests {
         assert_eq!(state.last_purged_log_id.map(|l| l.index), Some(1));
         assert_eq!(state.last_log_id.map(|l| l.index), Some(3));
         store.write_entries([entry(4)]).unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn bytes_between_two_indexes_are_the_frames_between_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LogStore::open(dir.path()).unwrap();
+        store.write_entries((0..5).map(entry)).unwrap();
+        let one = frame(&entry(0)).len() as u64;
+        assert_eq!(store.bytes_between(None, 4), 5 * one);
+        assert_eq!(store.bytes_between(Some(1), 3), 2 * one);
+        assert_eq!(store.bytes_between(Some(3), 3), 0);
+        assert_eq!(store.bytes_between(Some(4), 9), 0);
     }
 
     #[tokio::test(flavor = "multi_thread")]

@@ -39,8 +39,6 @@ pub const PRODUCER_ID_BLOCK: i32 = 1000;
 const MAX_FETCH_RECORDS: usize = 20_000;
 /// How many election timeouts a change may take to commit before it is given up.
 const COMMIT_TIMEOUT_ELECTIONS: u64 = 3;
-/// A snapshot every this many entries.
-const SNAPSHOT_EVERY: u64 = 10_000;
 
 /// What a controller needs to run.
 #[derive(Debug, Clone)]
@@ -63,6 +61,12 @@ pub struct QuorumConfig {
     /// `unclean.leader.election.interval.ms`: the period of the check for partitions
     /// without a leader ([`replication::unclean_elections`]).
     pub unclean_leader_election_interval_ms: u64,
+    /// `metadata.log.max.record.bytes.between.snapshots`: a snapshot is taken once the
+    /// log holds this many bytes of applied entries after the last one.
+    pub max_bytes_between_snapshots: u64,
+    /// `metadata.log.max.snapshot.interval.ms`: a snapshot is taken once this long has
+    /// passed since the last one with any applied entry after it (0: never by age).
+    pub max_snapshot_interval_ms: u64,
 }
 
 /// What the active controller tracks of each observer's fetches.
@@ -77,6 +81,7 @@ pub struct QuorumController {
     config: QuorumConfig,
     raft: Raft,
     state: StateMachine,
+    log: LogStore,
     network: Network,
     heartbeats: Mutex<BrokerHeartbeats>,
     observers: Mutex<HashMap<i32, ObserverFetch>>,
@@ -95,6 +100,19 @@ impl std::fmt::Debug for QuorumController {
             .field("node_id", &self.config.node_id)
             .finish()
     }
+}
+
+/// The most partitions one periodic election run changes (Kafka's controller elects at
+/// most 1,000 preferred leaders per run): a rebalance of thousands of partitions reaches
+/// the brokers in slices they apply while serving, not as one burst (AutoMQ#3509).
+const MAX_ELECTIONS_PER_RUN: usize = 1000;
+
+/// The elections one run writes (one record per partition), and whether any are left
+/// for the next run.
+fn first_elections(mut records: Vec<MetadataRecord>) -> (Vec<MetadataRecord>, bool) {
+    let left = records.len() > MAX_ELECTIONS_PER_RUN;
+    records.truncate(MAX_ELECTIONS_PER_RUN);
+    (records, left)
 }
 
 fn not_controller(raft_leader: Option<u64>) -> Response {
@@ -146,7 +164,8 @@ impl QuorumController {
             .raft_config(Config {
                 cluster_name: config.cluster_id.clone(),
                 install_snapshot_timeout: timings.fetch_timeout.as_millis() as u64,
-                snapshot_policy: SnapshotPolicy::LogsSinceLast(SNAPSHOT_EVERY),
+                // Snapshots are taken by size and age (`snapshot_when_due`).
+                snapshot_policy: SnapshotPolicy::Never,
                 max_in_snapshot_log_to_keep: 1000,
                 ..Default::default()
             })
@@ -184,6 +203,7 @@ impl QuorumController {
             config,
             raft,
             state,
+            log,
             network,
             heartbeats: Mutex::new(BrokerHeartbeats::new(unclean_leader_election)),
             observers: Mutex::new(HashMap::new()),
@@ -200,6 +220,7 @@ impl QuorumController {
                 .run(controller.raft.clone(), controller.shutdown.subscribe()),
         );
         tokio::spawn(controller.clone().fence_expired_brokers());
+        tokio::spawn(controller.clone().snapshot_when_due());
         let unclean_default = controller.config.unclean_leader_election_enable;
         tokio::spawn(controller.clone().elect_periodically(
             Duration::from_millis(controller.config.unclean_leader_election_interval_ms.max(1)),
@@ -710,6 +731,9 @@ impl QuorumController {
     /// leaders for partitions without one every `unclean.leader.election.interval.ms`, so
     /// a topic that allows unclean election after its ISR died is led again without a
     /// broker having to re-register.
+    ///
+    /// A run elects at most [`MAX_ELECTIONS_PER_RUN`] partitions and the next one follows
+    /// at once while any are left, as Kafka's controller does.
     async fn elect_periodically(
         self: Arc<Self>,
         interval: Duration,
@@ -717,23 +741,79 @@ impl QuorumController {
         elect: impl Fn(&MetadataImage) -> Vec<MetadataRecord> + Send + 'static,
     ) {
         let mut shutdown = self.shutdown.subscribe();
+        let mut more = false;
         loop {
+            let pause = if more { Duration::ZERO } else { interval };
             tokio::select! {
-                _ = tokio::time::sleep(interval) => {}
+                _ = tokio::time::sleep(pause) => {}
                 _ = shutdown.changed() => return,
             }
+            more = false;
             if !self.is_active() {
                 continue;
             }
             let result = self
                 .write_with(|image, _| {
-                    let records = elect(image);
+                    let (records, left) = first_elections(elect(image));
                     let elected = records.len();
-                    Ok((records, elected))
+                    Ok((records, (elected, left)))
                 })
                 .await;
-            if let Ok((elected @ 1.., _)) = result {
-                tracing::info!(partitions = elected, "{what}");
+            if let Ok(((elected, left), _)) = result {
+                more = left;
+                if elected > 0 {
+                    tracing::info!(partitions = elected, more_left = left, "{what}");
+                }
+            }
+        }
+    }
+
+    /// Takes a snapshot of the applied image, as Kafka's snapshot generator does, once
+    /// the log holds `metadata.log.max.record.bytes.between.snapshots` of applied
+    /// entries after the last snapshot, or `metadata.log.max.snapshot.interval.ms` has
+    /// passed since it with anything applied after it. Every voter snapshots its own
+    /// image; openraft then purges the log before it (keeping the last 1,000 entries
+    /// for followers a little behind). A count of entries, openraft's own policy, would
+    /// snapshot a log of large batches (seed 003's topic creations) too rarely and one
+    /// of small ones (heartbeat changes) too often.
+    async fn snapshot_when_due(self: Arc<Self>) {
+        let mut shutdown = self.shutdown.subscribe();
+        let max_age = Duration::from_millis(self.config.max_snapshot_interval_ms);
+        let tick = Duration::from_millis(250).min(max_age.max(Duration::from_millis(1)));
+        let mut snapshot_index = self.raft.metrics().borrow().snapshot.map(|l| l.index);
+        let mut taken_at = Instant::now();
+        // A snapshot asked for and not yet taken, and when it was asked for.
+        let mut asked: Option<Instant> = None;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(tick) => {}
+                _ = shutdown.changed() => return,
+            }
+            let (snapshot, applied) = {
+                let m = self.raft.metrics();
+                let m = m.borrow();
+                (m.snapshot.map(|l| l.index), m.last_applied.map(|l| l.index))
+            };
+            if snapshot != snapshot_index {
+                snapshot_index = snapshot;
+                taken_at = Instant::now();
+                asked = None;
+            }
+            let Some(applied) = applied.filter(|a| Some(*a) > snapshot) else {
+                continue;
+            };
+            if asked.is_some_and(|at| at.elapsed() < self.elections.timings().fetch_timeout) {
+                continue;
+            }
+            let bytes = self.log.bytes_between(snapshot, applied);
+            let by_size = bytes >= self.config.max_bytes_between_snapshots;
+            let by_age = !max_age.is_zero() && taken_at.elapsed() >= max_age;
+            if by_size || by_age {
+                tracing::debug!(bytes, applied, by_size, "taking a metadata snapshot");
+                if self.raft.trigger().snapshot().await.is_err() {
+                    return;
+                }
+                asked = Some(Instant::now());
             }
         }
     }
@@ -887,5 +967,27 @@ impl QuorumController {
             tracing::warn!(error = %e, "metadata quorum did not shut down cleanly");
         }
         tracing::info!(node = self.config.node_id, "left the metadata quorum");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_elects_at_most_a_thousand_partitions_and_says_when_more_are_left() {
+        let records = |n: usize| -> Vec<MetadataRecord> {
+            (0..n)
+                .map(|_| MetadataRecord::RemoveTopic {
+                    topic_id: uuid::Uuid::new_v4(),
+                })
+                .collect()
+        };
+        let (first, left) = first_elections(records(2500));
+        assert_eq!((first.len(), left), (1000, true));
+        let (first, left) = first_elections(records(1000));
+        assert_eq!((first.len(), left), (1000, false));
+        let (first, left) = first_elections(records(3));
+        assert_eq!((first.len(), left), (3, false));
     }
 }

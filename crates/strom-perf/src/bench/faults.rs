@@ -161,7 +161,7 @@ impl FaultReport {
         for (kind, took) in self.recoveries() {
             let (median, max) = median_max(&took);
             println!(
-                "{:<16} {:>4} times   fault → every ISR whole again: median {median:.1} s, max {max:.1} s",
+                "{:<18} {:>4} times   fault → every ISR whole again: median {median:.1} s, max {max:.1} s",
                 format!("{kind:?}"),
                 took.len(),
             );
