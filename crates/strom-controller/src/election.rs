@@ -101,7 +101,7 @@ pub struct Elections {
     /// Whether this voter's metadata log was empty at start (a new quorum).
     fresh: bool,
     /// A voter refused this one's candidacy for a longer log (set by the network).
-    outlogged: Arc<AtomicBool>,
+    refused_for_log: Arc<AtomicBool>,
 }
 
 impl Elections {
@@ -110,11 +110,11 @@ impl Elections {
         voters: Vec<(i32, String)>,
         timings: ElectionTimings,
         fresh: bool,
-        outlogged: Arc<AtomicBool>,
+        refused_for_log: Arc<AtomicBool>,
     ) -> Self {
         Self {
             fresh,
-            outlogged,
+            refused_for_log,
             node_id,
             voters,
             timings,
@@ -130,6 +130,8 @@ impl Elections {
     /// An AppendEntries of `leader` arrived.
     pub fn heard_from_leader(&self, leader: Option<u64>) {
         *self.contact.lock() = (Instant::now(), leader);
+        // An election is over: a refusal seen in it says nothing about the next one.
+        self.refused_for_log.store(false, Ordering::Relaxed);
     }
 
     /// `leader` resigned: it sends nothing after its last AppendEntries.
@@ -230,6 +232,7 @@ impl Elections {
                 since = now;
             }
             if leading {
+                self.refused_for_log.store(false, Ordering::Relaxed);
                 continue;
             }
             let (contact, sender) = *self.contact.lock();
@@ -248,7 +251,7 @@ impl Elections {
             } else {
                 (contact.max(since) + backoff, "no leader is known")
             };
-            let defer = if self.outlogged.load(Ordering::Relaxed) {
+            let defer = if self.refused_for_log.load(Ordering::Relaxed) {
                 self.timings.election
             } else {
                 Duration::ZERO
@@ -256,7 +259,7 @@ impl Elections {
             if now < due + stagger + defer {
                 continue;
             }
-            self.outlogged.store(false, Ordering::Relaxed);
+            self.refused_for_log.store(false, Ordering::Relaxed);
             tracing::info!(
                 node = self.node_id,
                 silent_ms = now.duration_since(contact).as_millis() as u64,

@@ -28,7 +28,7 @@ pub type PeerAcks = Arc<Mutex<HashMap<NodeId, i64>>>;
 pub struct Network {
     pub acks: PeerAcks,
     /// Set when a peer refused a vote because its log is longer than this voter's.
-    pub outlogged: Arc<AtomicBool>,
+    pub refused_for_log: Arc<AtomicBool>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
@@ -40,7 +40,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             addr: node.addr.clone(),
             conn: None,
             acks: self.acks.clone(),
-            outlogged: self.outlogged.clone(),
+            refused_for_log: self.refused_for_log.clone(),
         }
     }
 }
@@ -52,7 +52,7 @@ pub struct PeerClient {
     addr: String,
     conn: Option<Connection>,
     acks: PeerAcks,
-    outlogged: Arc<AtomicBool>,
+    refused_for_log: Arc<AtomicBool>,
 }
 
 type RpcResult<T, E = openraft::error::Infallible> =
@@ -135,7 +135,7 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         match self.call(Request::Vote(rpc), &option).await? {
             Response::Vote(Ok(r)) => {
                 if !r.vote_granted && r.last_log_id > candidate_log {
-                    self.outlogged.store(true, Ordering::Relaxed);
+                    self.refused_for_log.store(true, Ordering::Relaxed);
                 }
                 Ok(r)
             }

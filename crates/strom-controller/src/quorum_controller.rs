@@ -83,6 +83,10 @@ pub struct QuorumController {
     state: StateMachine,
     log: LogStore,
     network: Network,
+    /// The term this voter leads and since when ([`Self::active_controller`]).
+    leading_since: Mutex<Option<(u64, Instant)>>,
+    /// The term in which this voter last became active ([`Self::is_active`]).
+    active_in_term: Mutex<Option<u64>>,
     heartbeats: Mutex<BrokerHeartbeats>,
     observers: Mutex<HashMap<i32, ObserverFetch>>,
     /// Held across deciding a change and writing it: the single writer.
@@ -197,7 +201,7 @@ impl QuorumController {
             config.voters.clone(),
             timings,
             fresh,
-            network.outlogged.clone(),
+            network.refused_for_log.clone(),
         ));
         let controller = Arc::new(Self {
             config,
@@ -205,6 +209,8 @@ impl QuorumController {
             state,
             log,
             network,
+            leading_since: Mutex::new(None),
+            active_in_term: Mutex::new(None),
             heartbeats: Mutex::new(BrokerHeartbeats::new(unclean_leader_election)),
             observers: Mutex::new(HashMap::new()),
             writer: tokio::sync::Mutex::new(()),
@@ -257,55 +263,79 @@ impl QuorumController {
     /// the split brain KAFKA-15489). By then the other voters have elected another, and
     /// a leader cut off from them must stop answering brokers as if it were active, or
     /// a broker that reaches only it, or it first, never looks for the new one: its
-    /// heartbeats would be answered from memory while the majority fences it.
+    /// heartbeats would be answered from memory while the majority fences it. A leader
+    /// no follower has acknowledged yet counts from when it took over, as Kafka's
+    /// check-quorum timer starts with the leadership.
     fn active_controller(&self) -> Option<u64> {
         let m = self.raft.metrics();
         let m = m.borrow();
+        if m.state != ServerState::Leader {
+            return m.current_leader;
+        }
+        let since = {
+            let mut leading = self.leading_since.lock();
+            match *leading {
+                Some((term, at)) if term == m.current_term => at,
+                _ => {
+                    let now = Instant::now();
+                    *leading = Some((m.current_term, now));
+                    now
+                }
+            }
+        };
+        let unacknowledged = m
+            .millis_since_quorum_ack
+            .map_or_else(|| since.elapsed(), Duration::from_millis);
         let check_quorum = self.elections.timings().fetch_timeout * 3 / 2;
-        let resigned = m.state == ServerState::Leader
-            && m.millis_since_quorum_ack
-                .is_some_and(|ms| Duration::from_millis(ms) > check_quorum);
-        if resigned {
+        if unacknowledged > check_quorum {
             None
         } else {
             m.current_leader
         }
     }
 
-    /// Whether this voter is the active controller ([`Self::active_controller`]).
+    /// Whether this voter is the active controller ([`Self::active_controller`]). The
+    /// first caller to see it become active — in a new term, or again after a spell
+    /// without its majority, during which it refused the brokers' heartbeats — starts
+    /// every broker's session afresh before anything acts on it, so that no broker is
+    /// fenced for the silence of a controller it could not reach (Kafka's new controller
+    /// does the same: it cannot know when the brokers were last heard from).
     fn is_active(&self) -> bool {
-        self.active_controller() == Some(self.config.node_id as u64)
+        let active = self.active_controller() == Some(self.config.node_id as u64);
+        let (term, leading) = {
+            let m = self.raft.metrics();
+            let m = m.borrow();
+            (m.current_term, m.state == ServerState::Leader)
+        };
+        let mut active_in_term = self.active_in_term.lock();
+        if active && *active_in_term != Some(term) {
+            *active_in_term = Some(term);
+            self.heartbeats.lock().reset(&self.image(), Instant::now());
+            tracing::info!(
+                node = self.config.node_id,
+                term,
+                "this node is the active controller"
+            );
+        } else if !active && active_in_term.is_some() {
+            *active_in_term = None;
+            if leading {
+                tracing::warn!(
+                    node = self.config.node_id,
+                    term,
+                    "no majority of the voters acknowledged this leader within 1.5 x controller.quorum.fetch.timeout.ms: it stops acting as the active controller until one does"
+                );
+            }
+        }
+        active
     }
 
-    /// Starts every broker's session afresh whenever this voter becomes the active
-    /// controller (Kafka's new controller does the same: it cannot know when the brokers
-    /// were last heard from by its predecessor), also when it is active again after a
-    /// spell without its majority, during which it refused the brokers' heartbeats.
+    /// Notices every change of leadership as it happens ([`Self::is_active`]), not only
+    /// when a request or a periodic task next asks.
     async fn watch_leadership(self: Arc<Self>) {
         let mut metrics = self.raft.metrics();
         let mut shutdown = self.shutdown.subscribe();
-        let mut active_in_term = None;
         loop {
-            let term = metrics.borrow().current_term;
-            let active = self.is_active();
-            if active && active_in_term != Some(term) {
-                active_in_term = Some(term);
-                self.heartbeats.lock().reset(&self.image(), Instant::now());
-                tracing::info!(
-                    node = self.config.node_id,
-                    term,
-                    "this node is the active controller"
-                );
-            } else if !active && active_in_term.is_some() {
-                active_in_term = None;
-                if metrics.borrow().state == ServerState::Leader {
-                    tracing::warn!(
-                        node = self.config.node_id,
-                        term,
-                        "no majority of the voters acknowledged this leader within 1.5 x controller.quorum.fetch.timeout.ms: it stops acting as the active controller until one does"
-                    );
-                }
-            }
+            self.is_active();
             tokio::select! {
                 changed = metrics.changed() => if changed.is_err() { return },
                 _ = shutdown.changed() => return,
@@ -779,7 +809,11 @@ impl QuorumController {
     async fn snapshot_when_due(self: Arc<Self>) {
         let mut shutdown = self.shutdown.subscribe();
         let max_age = Duration::from_millis(self.config.max_snapshot_interval_ms);
-        let tick = Duration::from_millis(250).min(max_age.max(Duration::from_millis(1)));
+        let tick = if max_age.is_zero() {
+            Duration::from_millis(250)
+        } else {
+            Duration::from_millis(250).min(max_age)
+        };
         let mut snapshot_index = self.raft.metrics().borrow().snapshot.map(|l| l.index);
         let mut taken_at = Instant::now();
         // A snapshot asked for and not yet taken, and when it was asked for.

@@ -116,7 +116,7 @@ impl BatchBuilder {
             out.field(Some(k));
             out.field(*v);
         }
-        debug_assert_eq!(
+        assert_eq!(
             out.at,
             end - start,
             "the record's length was computed right"

@@ -59,7 +59,10 @@ pub fn encode_request_parts<R: Request + Encodable>(
     let mut buf = PartsBuf::new(
         (4 + size).saturating_sub(in_shared),
         shared.len(),
-        SharedBytes(shared),
+        SharedBytes {
+            buffers: shared,
+            next: 0,
+        },
     );
     buf.put_i32(size as i32);
     header
@@ -75,20 +78,26 @@ pub fn encode_request_parts<R: Request + Encodable>(
         .collect())
 }
 
-/// Recognises the body's slices that are one of these buffers, by address and length.
-struct SharedBytes<'a>(&'a [Bytes]);
+/// Recognises the body's slices that are these buffers, by address and length, in the
+/// order the body holds them: the encoder copies every field through the buffer, so each
+/// copy is compared with the next buffer only, however many partitions a request has.
+/// A buffer that does not come in that order is copied into the frame, which is slower
+/// but the same frame.
+struct SharedBytes<'a> {
+    buffers: &'a [Bytes],
+    next: usize,
+}
 
 impl CutOut for SharedBytes<'_> {
     type Part = Bytes;
 
     fn cut(&mut self, slice: &[u8]) -> Option<Bytes> {
-        if slice.is_empty() {
+        let next = self.buffers.get(self.next)?;
+        if slice.is_empty() || next.as_ptr() != slice.as_ptr() || next.len() != slice.len() {
             return None;
         }
-        self.0
-            .iter()
-            .find(|b| b.as_ptr() == slice.as_ptr() && b.len() == slice.len())
-            .cloned()
+        self.next += 1;
+        Some(next.clone())
     }
 }
 

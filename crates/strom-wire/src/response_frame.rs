@@ -32,7 +32,8 @@ fn stand_in_region() -> &'static [u8] {
 #[derive(Debug)]
 pub enum FramePart<F> {
     Bytes(Bytes),
-    /// A range of a file, sent as it lies.
+    /// A part sent as it lies instead of copied into the frame: a range of a file in a
+    /// broker's Fetch answer, a producer's batch in a Produce request.
     File(F),
 }
 
