@@ -289,9 +289,7 @@ fn an_active_controller_cut_off_from_the_other_voters_steps_aside_and_the_broker
         assert!((1..=3).contains(&old), "active controller {old}");
         let majority: Vec<i32> = (1..=3).filter(|v| *v != old).collect();
         let network = cluster.network().expect("an isolated cluster's network");
-        for voter in &majority {
-            network.cut(old, *voter).unwrap();
-        }
+        network.cut(old, &majority).unwrap();
         let followed = wait_until(TIMEOUT, || {
             brokers.iter().all(|b| {
                 majority.contains(&TestCluster::active_controller(b))
@@ -314,9 +312,7 @@ fn an_active_controller_cut_off_from_the_other_voters_steps_aside_and_the_broker
         )
         .len()
             == 2));
-        for voter in &majority {
-            network.mend(old, *voter).unwrap();
-        }
+        network.mend(old, &majority).unwrap();
         // Healed, the old controller follows the new one and catches up.
         assert!(
             wait_until(TIMEOUT, || {

@@ -85,7 +85,7 @@ pub struct QuorumController {
     network: Network,
     /// The term this voter leads and since when ([`Self::active_controller`]).
     leading_since: Mutex<Option<(u64, Instant)>>,
-    /// The term in which this voter last became active ([`Self::is_active`]).
+    /// The term in which this voter last became active ([`Self::activity`]).
     active_in_term: Mutex<Option<u64>>,
     heartbeats: Mutex<BrokerHeartbeats>,
     observers: Mutex<HashMap<i32, ObserverFetch>>,
@@ -294,14 +294,16 @@ impl QuorumController {
         }
     }
 
-    /// Whether this voter is the active controller ([`Self::active_controller`]). The
-    /// first caller to see it become active — in a new term, or again after a spell
+    /// `Ok` when this voter is the active controller ([`Self::active_controller`]), else
+    /// the active controller it knows, for a NOT_CONTROLLER answer. The first caller to
+    /// see it become active — in a new term, or again after a spell
     /// without its majority, during which it refused the brokers' heartbeats — starts
     /// every broker's session afresh before anything acts on it, so that no broker is
     /// fenced for the silence of a controller it could not reach (Kafka's new controller
     /// does the same: it cannot know when the brokers were last heard from).
-    fn is_active(&self) -> bool {
-        let active = self.active_controller() == Some(self.config.node_id as u64);
+    fn activity(&self) -> Result<(), Option<u64>> {
+        let controller = self.active_controller();
+        let active = controller == Some(self.config.node_id as u64);
         let (term, leading) = {
             let m = self.raft.metrics();
             let m = m.borrow();
@@ -326,10 +328,18 @@ impl QuorumController {
                 );
             }
         }
-        active
+        if active {
+            Ok(())
+        } else {
+            Err(controller)
+        }
     }
 
-    /// Notices every change of leadership as it happens ([`Self::is_active`]), not only
+    fn is_active(&self) -> bool {
+        self.activity().is_ok()
+    }
+
+    /// Notices every change of leadership as it happens ([`Self::activity`]), not only
     /// when a request or a periodic task next asks.
     async fn watch_leadership(self: Arc<Self>) {
         let mut metrics = self.raft.metrics();
@@ -410,9 +420,7 @@ impl QuorumController {
                 format!("the metadata quorum did not commit the change within {bound:?}: it has no majority"),
             ))
         };
-        if !self.is_active() {
-            return Err(WriteError::NotController(self.active_controller()));
-        }
+        self.activity().map_err(WriteError::NotController)?;
         let _writer = self.writer.lock().await;
         match tokio::time::timeout(bound, self.raft.ensure_linearizable()).await {
             Err(_) => return Err(timed_out()),
@@ -541,8 +549,8 @@ impl QuorumController {
     }
 
     async fn handle_write(self: &Arc<Self>, request: Request) -> Response {
-        if !self.is_active() {
-            return not_controller(self.active_controller());
+        if let Err(controller) = self.activity() {
+            return not_controller(controller);
         }
         match request {
             Request::BrokerRegistration {
@@ -904,8 +912,8 @@ impl QuorumController {
 
     /// DescribeQuorum, from the active controller's view of replication.
     fn describe_quorum(&self) -> Response {
-        if !self.is_active() {
-            return not_controller(self.active_controller());
+        if let Err(controller) = self.activity() {
+            return not_controller(controller);
         }
         let m = self.raft.metrics().borrow().clone();
         let leo = m.last_log_index.map_or(0, |i| i as i64 + 1);

@@ -131,24 +131,27 @@ impl TestNetwork {
         ip(&["-n", &self.hub(), "link", "set", &format!("h{id}"), "up"])
     }
 
-    /// Cuts nodes `a` and `b` off from each other only (a partial partition): each
+    /// Cuts node `a` off from each of `peers` only (a partial partition): each side
     /// discards what it sends the other (a blackhole route, so a connect fails at once
-    /// and an established connection hears nothing more), and both still reach every
+    /// and an established connection hears nothing more), and all still reach every
     /// other node and the client.
-    pub fn cut(&self, a: i32, b: i32) -> Result<()> {
-        self.blackholes("add", a, b)
+    pub fn cut(&self, a: i32, peers: &[i32]) -> Result<()> {
+        self.blackholes("add", a, peers)
     }
 
     /// Undoes [`Self::cut`].
-    pub fn mend(&self, a: i32, b: i32) -> Result<()> {
-        self.blackholes("del", a, b)
+    pub fn mend(&self, a: i32, peers: &[i32]) -> Result<()> {
+        self.blackholes("del", a, peers)
     }
 
-    /// Adds or deletes the routes that discard what `a` and `b` send each other.
-    fn blackholes(&self, op: &str, a: i32, b: i32) -> Result<()> {
-        for (from, to) in [(a, b), (b, a)] {
-            let to = format!("{}/32", Self::address(to));
-            ip(&["-n", &self.namespace(from), "route", op, "blackhole", &to])?;
+    /// Adds or deletes the routes that discard what `a` and each of `peers` send each
+    /// other.
+    fn blackholes(&self, op: &str, a: i32, peers: &[i32]) -> Result<()> {
+        for &b in peers {
+            for (from, to) in [(a, b), (b, a)] {
+                let to = format!("{}/32", Self::address(to));
+                ip(&["-n", &self.namespace(from), "route", op, "blackhole", &to])?;
+            }
         }
         Ok(())
     }

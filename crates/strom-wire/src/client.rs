@@ -2,11 +2,11 @@
 //! native load generator: encoding a request frame and decoding the response that
 //! answers it.
 
-use bytes::{Buf, BufMut, Bytes};
+use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
-use crate::parts_buf::{CutOut, PartsBuf};
+use crate::parts_buf::{encode_frame_parts, CutOut};
 use crate::{FramePart, WireError};
 
 fn request_header<R: Request>(correlation_id: i32, client_id: &str, version: i16) -> RequestHeader {
@@ -50,26 +50,21 @@ pub fn encode_request_parts<R: Request + Encodable>(
         reason: e.to_string(),
     };
     let header = request_header::<R>(correlation_id, client_id, version);
-    let header_version = R::header_version(version);
-    let size = header
-        .compute_size(header_version)
-        .and_then(|h| Ok(h + body.compute_size(version)?))
-        .map_err(fail)?;
     let in_shared: usize = shared.iter().map(Bytes::len).sum();
-    let mut buf = PartsBuf::new(
-        (4 + size).saturating_sub(in_shared),
+    let shared_bytes = SharedBytes {
+        buffers: shared,
+        next: 0,
+    };
+    let (parts, _) = encode_frame_parts(
+        &header,
+        R::header_version(version),
+        body,
+        version,
+        shared_bytes,
         shared.len(),
-        SharedBytes {
-            buffers: shared,
-            next: 0,
-        },
-    );
-    buf.put_i32(size as i32);
-    header
-        .encode(&mut buf, header_version)
-        .and_then(|()| body.encode(&mut buf, version))
-        .map_err(fail)?;
-    let (parts, _) = buf.finish();
+        in_shared,
+    )
+    .map_err(fail)?;
     Ok(parts
         .into_iter()
         .map(|part| match part {

@@ -10,6 +10,7 @@
 use bytes::buf::UninitSlice;
 use bytes::{BufMut, BytesMut};
 use kafka_protocol::protocol::buf::ByteBufMut;
+use kafka_protocol::protocol::Encodable;
 
 use crate::FramePart;
 
@@ -22,9 +23,31 @@ pub(crate) trait CutOut {
     fn cut(&mut self, slice: &[u8]) -> Option<Self::Part>;
 }
 
+/// Encodes one frame — the size prefix, `header` at `header_version`, `body` at
+/// `version` — in parts, each slice `cut_out` recognises a part of its own. `cuts` slices
+/// of `cut_bytes` in all are expected to be cut, so the bytes around them are allocated
+/// once at their size. Returns the parts in order and the recogniser (to check that
+/// nothing it was meant to recognise went missing).
+pub(crate) fn encode_frame_parts<H: Encodable, B: Encodable, C: CutOut>(
+    header: &H,
+    header_version: i16,
+    body: &B,
+    version: i16,
+    cut_out: C,
+    cuts: usize,
+    cut_bytes: usize,
+) -> anyhow::Result<(Vec<FramePart<C::Part>>, C)> {
+    let size = header.compute_size(header_version)? + body.compute_size(version)?;
+    let mut buf = PartsBuf::new((4 + size).saturating_sub(cut_bytes), cuts, cut_out);
+    buf.put_i32(size as i32);
+    header.encode(&mut buf, header_version)?;
+    body.encode(&mut buf, version)?;
+    Ok(buf.finish())
+}
+
 /// The encoder's buffer: bytes accumulate in `head` until a recognised slice is copied,
 /// which closes `head` as a part and adds the slice's part as the next.
-pub(crate) struct PartsBuf<C: CutOut> {
+struct PartsBuf<C: CutOut> {
     head: BytesMut,
     parts: Vec<FramePart<C::Part>>,
     cut_out: C,
@@ -32,7 +55,7 @@ pub(crate) struct PartsBuf<C: CutOut> {
 
 impl<C: CutOut> PartsBuf<C> {
     /// A buffer for `head_bytes` of encoded bytes and up to `cuts` recognised slices.
-    pub(crate) fn new(head_bytes: usize, cuts: usize, cut_out: C) -> Self {
+    fn new(head_bytes: usize, cuts: usize, cut_out: C) -> Self {
         Self {
             head: BytesMut::with_capacity(head_bytes),
             parts: Vec::with_capacity(2 * cuts + 1),
@@ -40,9 +63,8 @@ impl<C: CutOut> PartsBuf<C> {
         }
     }
 
-    /// The frame's parts in order, and the recogniser (to check that nothing it was
-    /// meant to recognise went missing).
-    pub(crate) fn finish(mut self) -> (Vec<FramePart<C::Part>>, C) {
+    /// The frame's parts in order, and the recogniser.
+    fn finish(mut self) -> (Vec<FramePart<C::Part>>, C) {
         if !self.head.is_empty() {
             self.parts.push(FramePart::Bytes(self.head.freeze()));
         }

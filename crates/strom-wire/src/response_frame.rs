@@ -12,11 +12,11 @@
 
 use std::sync::OnceLock;
 
-use bytes::{BufMut, Bytes};
+use bytes::Bytes;
 use kafka_protocol::messages::ResponseHeader;
 use kafka_protocol::protocol::{Encodable, HeaderVersion};
 
-use crate::parts_buf::{CutOut, PartsBuf};
+use crate::parts_buf::{encode_frame_parts, CutOut};
 use crate::WireError;
 
 /// The address space stand-ins are cut from: stand-in `k` starts `k` bytes into it, so a
@@ -125,20 +125,18 @@ pub fn encode_response_frame<R: Encodable + HeaderVersion, F>(
         reason,
     };
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
-    let header_version = R::header_version(version);
-    let size = header
-        .compute_size(header_version)
-        .and_then(|h| Ok(h + body.compute_size(version)?))
-        .map_err(|e| fail(e.to_string()))?;
     let in_files: usize = records.ranges.iter().flatten().map(|(_, len)| len).sum();
     let cuts = records.ranges.len();
-    let mut buf = PartsBuf::new(4 + size - in_files, cuts, records);
-    buf.put_i32(size as i32);
-    header
-        .encode(&mut buf, header_version)
-        .and_then(|()| body.encode(&mut buf, version))
-        .map_err(|e| fail(e.to_string()))?;
-    let (parts, records) = buf.finish();
+    let (parts, records) = encode_frame_parts(
+        &header,
+        R::header_version(version),
+        body,
+        version,
+        records,
+        cuts,
+        in_files,
+    )
+    .map_err(|e| fail(e.to_string()))?;
     if records.ranges.iter().any(Option::is_some) {
         return Err(fail("a record range's stand-in was not in the body".into()));
     }

@@ -42,6 +42,8 @@ pub struct WatchFindings {
     pub skipped: Vec<(i32, i64, i64)>,
     /// (partition, offset, value served, value kept) where the final log differs.
     pub diverged: Vec<(i32, i64, usize, Option<usize>)>,
+    /// Errors the consumer reported, by message: what it met, not a broken promise.
+    pub errors: BTreeMap<String, usize>,
 }
 
 impl WatchFindings {
@@ -129,8 +131,11 @@ pub fn start(bootstrap: &str, topic: &str, partitions: i32) -> Result<Watcher> {
 }
 
 /// Checks what was served against `kept`, the final log: (partition, offset) → value.
-pub fn check(watched: &Watched, kept: &BTreeMap<(i32, i64), usize>) -> WatchFindings {
-    let mut findings = WatchFindings::default();
+pub fn check(watched: Watched, kept: &BTreeMap<(i32, i64), usize>) -> WatchFindings {
+    let mut findings = WatchFindings {
+        errors: watched.errors,
+        ..WatchFindings::default()
+    };
     for (p, served) in &watched.served {
         findings.served += served.len();
         let mut previous: Option<i64> = None;
@@ -169,7 +174,7 @@ mod tests {
             served: [(0, vec![(0, 10), (1, 11), (2, 12)]), (1, vec![(0, 20)])].into(),
             ..Watched::default()
         };
-        let found = check(&clean, &kept);
+        let found = check(clean, &kept);
         assert!(found.holds(), "{found:?}");
         assert_eq!(found.served, 4);
 
@@ -181,7 +186,7 @@ mod tests {
             .into(),
             ..Watched::default()
         };
-        let found = check(&broken, &kept);
+        let found = check(broken, &kept);
         assert_eq!(found.skipped, [(0, 0, 2)]);
         assert_eq!(found.rewound, [(0, 2, 1)]);
         assert_eq!(found.diverged, [(1, 1, 99, Some(21)), (1, 2, 22, None)]);

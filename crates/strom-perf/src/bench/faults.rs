@@ -125,8 +125,6 @@ pub struct FaultReport {
     pub failed: BTreeMap<String, usize>,
     /// What the consumer reading during the faults was served, checked.
     pub watch: WatchFindings,
-    /// Errors that consumer reported, by message.
-    pub watch_errors: BTreeMap<String, usize>,
 }
 
 impl FaultReport {
@@ -190,7 +188,7 @@ impl FaultReport {
             w.rewound.len(),
             w.skipped.len(),
             w.diverged.len(),
-            self.watch_errors
+            w.errors
         );
         for (p, prev, o) in w.rewound.iter().chain(&w.skipped).take(10) {
             println!("  partition {p}: offset {o} served after {prev}");
@@ -235,7 +233,7 @@ impl FaultReport {
                 "rewound": self.watch.rewound,
                 "skipped": self.watch.skipped,
                 "served_not_kept": self.watch.diverged,
-                "consumer_errors": self.watch_errors,
+                "consumer_errors": self.watch.errors,
             },
         })
     }
@@ -402,12 +400,10 @@ fn inject(cluster: &mut LocalCluster, topic: &str, fault: Fault, p: usize) -> Re
                 Fault::PartitionLeader => {
                     cluster.network().context("no network")?.isolate(leader)?
                 }
-                _ => {
-                    let network = cluster.network().context("no network")?;
-                    for peer in &peers {
-                        network.cut(leader, *peer)?;
-                    }
-                }
+                _ => cluster
+                    .network()
+                    .context("no network")?
+                    .cut(leader, &peers)?,
             }
             let survivor = cluster
                 .nodes
@@ -422,12 +418,10 @@ fn inject(cluster: &mut LocalCluster, topic: &str, fault: Fault, p: usize) -> Re
             match fault {
                 Fault::PauseLeader => cluster.pause(leader, false)?,
                 Fault::PartitionLeader => cluster.network().context("no network")?.heal(leader)?,
-                Fault::CutLeaderFromPeers => {
-                    let network = cluster.network().context("no network")?;
-                    for peer in &peers {
-                        network.mend(leader, *peer)?;
-                    }
-                }
+                Fault::CutLeaderFromPeers => cluster
+                    .network()
+                    .context("no network")?
+                    .mend(leader, &peers)?,
                 _ => {
                     cluster.restart(leader)?;
                 }
@@ -606,8 +600,7 @@ pub fn run_faults(binary: &Path, run: &FaultRun) -> Result<FaultReport> {
 
     let read = read_back(&cluster.bootstrap(), topic, run.partitions)?;
     check(&mut report, &acknowledged, &read, idempotent);
-    report.watch = fault_watch::check(&watched, &read);
-    report.watch_errors = watched.errors;
+    report.watch = fault_watch::check(watched, &read);
     Ok(report)
 }
 
