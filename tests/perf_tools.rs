@@ -84,22 +84,51 @@ fn throttled_producer_with_warmup_prints_steady_state() {
         "--bootstrap-server",
         &broker.bootstrap(),
     ]);
-    let stdout = stdout_of(&output);
-    let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(
-        lines[0],
-        "Warmup first 1000 records. Steady state results will print after the complete test summary."
-    );
-    let n = lines.len();
-    assert_final_producer_line(lines[n - 2], 3000);
-    assert!(
-        lines[n - 1].starts_with("2000 steady state records sent, "),
-        "{stdout}"
-    );
+    assert_warmup_then_steady_state(&output, 1000, 3000);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stderr.contains("Latency from intended send time"),
         "{stderr}"
+    );
+}
+
+#[test]
+fn unthrottled_native_producer_with_warmup_prints_steady_state() {
+    let broker = StromBroker::start(&[]);
+    let output = strom(&[
+        "producer-perf-test",
+        "--client",
+        "native",
+        "--topic",
+        "perf-wn",
+        "--num-records",
+        "50000",
+        "--record-size",
+        "100",
+        "--throughput",
+        "-1",
+        "--warmup-records",
+        "20001",
+        "--bootstrap-server",
+        &broker.bootstrap(),
+    ]);
+    assert_warmup_then_steady_state(&output, 20001, 50000);
+}
+
+/// Kafka's lines around a warm-up: announced first, the summary of all records, then the
+/// steady state's.
+fn assert_warmup_then_steady_state(output: &std::process::Output, warmup: u64, total: u64) {
+    let stdout = stdout_of(output);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines[0],
+        format!("Warmup first {warmup} records. Steady state results will print after the complete test summary.")
+    );
+    let n = lines.len();
+    assert_final_producer_line(lines[n - 2], total);
+    assert!(
+        lines[n - 1].starts_with(&format!("{} steady state records sent, ", total - warmup)),
+        "{stdout}"
     );
 }
 

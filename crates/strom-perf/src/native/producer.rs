@@ -82,6 +82,12 @@ pub fn record_count(runs: &[RecordRun]) -> usize {
     runs.iter().map(|run| run.count as usize).sum()
 }
 
+/// Where the values of records appended in bulk come from.
+pub trait RecordValues {
+    /// The value of the record numbered `index`.
+    fn value(&mut self, index: u64) -> &[u8];
+}
+
 /// Receives every record's outcome, a batch at a time, as Kafka's callbacks would.
 pub trait DeliveryHandler {
     fn delivered(&mut self, records: &[RecordRun], ack_ns: u64, outcome: Result<(), &str>);
@@ -92,6 +98,21 @@ struct OpenBatch {
     builder: BatchBuilder,
     runs: Vec<RecordRun>,
     created_ns: u64,
+}
+
+impl OpenBatch {
+    /// Counts an appended record in the batch's runs.
+    #[inline]
+    fn add(&mut self, tag: &RecordTag) {
+        if !self.runs.last_mut().is_some_and(|run| run.extend(tag)) {
+            self.runs.push(RecordRun {
+                first_index: tag.index,
+                count: 1,
+                sent_ns: tag.sent_ns,
+                value_len: tag.value_len,
+            });
+        }
+    }
 }
 
 /// A sealed batch waiting to be sent, in flight, or waiting to be retried.
@@ -258,30 +279,9 @@ impl<H: DeliveryHandler> NativeProducer<H> {
                 sealed = true;
             }
         }
-        let queue = &mut self.partitions[partition];
-        let pool = &mut self.pool;
-        let batch_size = self.config.batch_size;
-        let open = queue.open.get_or_insert_with(|| OpenBatch {
-            builder: BatchBuilder::new(pool.buffer(batch_size), timestamp),
-            runs: Vec::with_capacity(batch_size / 512),
-            created_ns: tag.sent_ns,
-        });
-        if open.builder.count() == 0 {
-            let deadline = tag.sent_ns + self.config.linger.as_nanos() as u64;
-            self.linger_deadline_ns = Some(
-                self.linger_deadline_ns
-                    .map_or(deadline, |d| d.min(deadline)),
-            );
-        }
+        let open = self.open_batch(partition, timestamp, tag.sent_ns);
         open.builder.append(timestamp, key, Some(value), headers);
-        if !open.runs.last_mut().is_some_and(|run| run.extend(&tag)) {
-            open.runs.push(RecordRun {
-                first_index: tag.index,
-                count: 1,
-                sent_ns: tag.sent_ns,
-                value_len: tag.value_len,
-            });
-        }
+        open.add(&tag);
         if open.builder.size() >= self.config.batch_size {
             self.seal(partition)?;
             sealed = true;
@@ -291,6 +291,75 @@ impl<H: DeliveryHandler> NativeProducer<H> {
             sealed = true;
         }
         Ok(sealed)
+    }
+
+    /// Appends records `first_index..first_index + count`, without keys or headers and all
+    /// sent at `sent_ns`, to the sticky partition's open batch until that batch is full:
+    /// the unthrottled send loop's path, where the partition, the timestamp and the linger
+    /// are decided once per call and a record costs its copy into the batch. Returns how
+    /// many records went in and whether a batch was sealed (then the caller calls
+    /// [`NativeProducer::send_sealed`] and goes on with the rest).
+    pub fn append_unkeyed(
+        &mut self,
+        values: &mut impl RecordValues,
+        first_index: u64,
+        count: u64,
+        sent_ns: u64,
+    ) -> Result<(u64, bool)> {
+        let partition = self.partitioner.partition(None);
+        let timestamp = self.wall_offset_ms + clock::ms(sent_ns) as i64;
+        let batch_size = self.config.batch_size;
+        let open = self.open_batch(partition, timestamp, sent_ns);
+        let mut appended = 0;
+        let mut full = false;
+        while appended < count {
+            let index = first_index + appended;
+            let value = values.value(index);
+            if open.builder.count() > 0 && !open.builder.fits(None, Some(value.len()), batch_size) {
+                full = true;
+                break;
+            }
+            open.builder.append(timestamp, None, Some(value), &[]);
+            open.add(&RecordTag {
+                index,
+                sent_ns,
+                value_len: value.len() as u32,
+            });
+            appended += 1;
+            if open.builder.size() >= batch_size {
+                full = true;
+                break;
+            }
+        }
+        if full {
+            self.seal(partition)?;
+        }
+        let lingered = self.linger_deadline_ns.is_some_and(|d| sent_ns >= d);
+        if lingered {
+            self.seal_lingered(sent_ns)?;
+        }
+        Ok((appended, full || lingered))
+    }
+
+    /// The open batch of `partition`, opened at `sent_ns` if there is none; a batch's
+    /// first record starts its linger.
+    fn open_batch(&mut self, partition: usize, timestamp: i64, sent_ns: u64) -> &mut OpenBatch {
+        let queue = &mut self.partitions[partition];
+        let pool = &mut self.pool;
+        let batch_size = self.config.batch_size;
+        let open = queue.open.get_or_insert_with(|| OpenBatch {
+            builder: BatchBuilder::new(pool.buffer(batch_size), timestamp),
+            runs: Vec::with_capacity(batch_size / 512),
+            created_ns: sent_ns,
+        });
+        if open.builder.count() == 0 {
+            let deadline = sent_ns + self.config.linger.as_nanos() as u64;
+            self.linger_deadline_ns = Some(
+                self.linger_deadline_ns
+                    .map_or(deadline, |d| d.min(deadline)),
+            );
+        }
+        open
     }
 
     /// After a batch was sealed: hand over answers that arrived, send what can be sent,

@@ -2,10 +2,13 @@
 //! work on the hot path.
 //!
 //! Kafka refills one buffer per record with the next `record_size` letters of
-//! `SplittableRandom(0)`. Here that same letter stream is generated once into a pool of up
-//! to 16 MiB and each record is the next slice of it: the first 16 MiB of payloads are
-//! exactly Kafka's, later ones repeat the pool — far beyond any batch, so compression sees
-//! the same entropy — and the send loop only borrows a slice.
+//! `SplittableRandom(0)`. Here that same letter stream is generated once into a pool and
+//! each record is the next slice of it: the pool's worth of payloads are exactly Kafka's,
+//! later ones repeat the pool, and the send loop only borrows a slice. The pool holds
+//! twice the largest batch (at least 2 MiB, twice Kafka's default `message.max.bytes`),
+//! so no batch repeats a value within itself and compression sees Kafka's entropy; and it
+//! is small enough to stay in a core's cache: a 16 MiB pool made copying each value into
+//! its batch wait on memory, a tenth of the native producer's CPU.
 
 use std::io::Write as _;
 
@@ -15,7 +18,8 @@ use regex::Regex;
 use super::args::{KeyDistribution, PayloadSource};
 use crate::java_random::SplittableRandom;
 
-const POOL_BYTES: u64 = 16 << 20;
+/// The smallest pool: twice Kafka's default `message.max.bytes`.
+const MIN_POOL_BYTES: u64 = 2 << 20;
 
 pub enum Payloads {
     Letters {
@@ -33,15 +37,18 @@ pub enum Payloads {
 }
 
 impl Payloads {
-    /// Prepares payloads; a payload file is announced on `out` as Kafka does.
+    /// Prepares payloads for batches of up to `batch_size` bytes; a payload file is
+    /// announced on `out` as Kafka does.
     pub fn new(
         source: &PayloadSource,
         num_records: u64,
+        batch_size: usize,
         out: &mut dyn std::io::Write,
     ) -> Result<Self> {
         Ok(match source {
             PayloadSource::RecordSize(size) => {
-                let records_in_pool = (POOL_BYTES / *size as u64).clamp(1, num_records);
+                let pool_bytes = MIN_POOL_BYTES.max(2 * batch_size as u64);
+                let records_in_pool = pool_bytes.div_ceil(*size as u64).clamp(1, num_records);
                 let mut random = SplittableRandom::new(0);
                 let pool = (0..records_in_pool as usize * size)
                     .map(|_| random.next_letter())
@@ -156,7 +163,8 @@ mod tests {
 
     #[test]
     fn letters_are_consecutive_slices_of_kafkas_stream() {
-        let mut p = Payloads::new(&PayloadSource::RecordSize(10), 3, &mut Vec::new()).unwrap();
+        let mut p =
+            Payloads::new(&PayloadSource::RecordSize(10), 3, 16_384, &mut Vec::new()).unwrap();
         let mut random = SplittableRandom::new(0);
         let stream: Vec<u8> = (0..30).map(|_| random.next_letter()).collect();
         assert_eq!(p.next(0), &stream[0..10]);
@@ -166,8 +174,30 @@ mod tests {
     }
 
     #[test]
+    fn no_batch_repeats_a_value_within_itself() {
+        for (batch_size, pool_bytes) in [(16_384, 2 << 20), (4 << 20, 8 << 20)] {
+            let p = Payloads::new(
+                &PayloadSource::RecordSize(100),
+                u64::MAX,
+                batch_size,
+                &mut Vec::new(),
+            )
+            .unwrap();
+            let Payloads::Letters { pool, .. } = p else {
+                panic!("letters")
+            };
+            assert_eq!(
+                pool.len(),
+                (pool_bytes as usize).div_ceil(100) * 100,
+                "batch.size {batch_size}"
+            );
+            assert!(pool.len() >= 2 * batch_size);
+        }
+    }
+
+    #[test]
     fn monotonic_payload_is_the_index() {
-        let mut p = Payloads::new(&PayloadSource::Monotonic, 10, &mut Vec::new()).unwrap();
+        let mut p = Payloads::new(&PayloadSource::Monotonic, 10, 16_384, &mut Vec::new()).unwrap();
         assert_eq!(p.next(0), b"0");
         assert_eq!(p.next(12345), b"12345");
     }
@@ -182,7 +212,7 @@ mod tests {
             path: path.display().to_string(),
             delimiter: "[,;]+".to_string(),
         };
-        let mut p = Payloads::new(&source, 10, &mut out).unwrap();
+        let mut p = Payloads::new(&source, 10, 16_384, &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(text.starts_with("Reading payloads from: "));
         assert!(text.ends_with("Number of messages read: 3\n"));
@@ -197,7 +227,9 @@ mod tests {
             path: "/nonexistent/x".to_string(),
             delimiter: "\n".to_string(),
         };
-        let err = Payloads::new(&source, 1, &mut Vec::new()).err().unwrap();
+        let err = Payloads::new(&source, 1, 16_384, &mut Vec::new())
+            .err()
+            .unwrap();
         assert_eq!(
             err.to_string(),
             "File does not exist or empty file provided."

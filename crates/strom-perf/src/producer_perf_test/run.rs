@@ -66,6 +66,9 @@ pub fn producer_config(args: &ProducerArgs, bootstrap: &str) -> Result<Mapped> {
     Ok(mapped)
 }
 
+/// librdkafka's default `batch.size`, the most bytes of one of its batches.
+const LIBRDKAFKA_BATCH_SIZE: usize = 1_000_000;
+
 /// Runs the test against `bootstrap`, printing Kafka's lines to `out`.
 pub fn run(
     args: &ProducerArgs,
@@ -88,7 +91,11 @@ pub fn run(
     if queue_messages > MAX_QUEUE_MESSAGES {
         bail!("queue.buffering.max.messages above {MAX_QUEUE_MESSAGES} is not supported by strom");
     }
-    let mut payloads = Payloads::new(&args.payload, args.num_records, &mut out)?;
+    let batch_size = match mapped.get("batch.size") {
+        Some(v) => v.parse::<usize>().context("batch.size")?,
+        None => LIBRDKAFKA_BATCH_SIZE,
+    };
+    let mut payloads = Payloads::new(&args.payload, args.num_records, batch_size, &mut out)?;
     let mut keys = args.key_range.map(|(range, dist)| Keys::new(range, dist));
     let fixed_len = match args.payload {
         PayloadSource::RecordSize(size) => Some(size as u64),
