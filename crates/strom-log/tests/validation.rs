@@ -165,6 +165,30 @@ fn compressed(spec: BatchSpec, codec: Codec) -> Vec<u8> {
 }
 
 #[test]
+fn a_compressed_batch_is_read_to_its_last_record() {
+    for codec in [Codec::Gzip, Codec::Snappy, Codec::Lz4, Codec::Zstd] {
+        let root = tempfile::tempdir().unwrap();
+        let mut log = open(&partition_dir(root.path()), LogConfig::default(), true);
+        let mut fewer = compressed(BatchSpec::new(3, 10), codec);
+        set_i32(&mut fewer, 23, 1);
+        set_i32(&mut fewer, 57, 2);
+        fix_crc(&mut fewer);
+        expect_invalid_record(log.append(&fewer, NOW), "records still remaining");
+        let mut garbage = compressed(BatchSpec::new(3, 10), codec);
+        let len = garbage.len();
+        garbage[BATCH_HEADER_LEN..len].fill(0x5a);
+        fix_crc(&mut garbage);
+        match log.append(&garbage, NOW) {
+            Err(LogError::InvalidBatch(BatchError::Compression(_))) => {}
+            other => panic!("{codec:?}: expected a corrupt batch, got {other:?}"),
+        }
+        assert_eq!(log.log_end_offset(), 0, "{codec:?}");
+        let whole = compressed(BatchSpec::new(3, 10), codec);
+        assert_eq!(log.append(&whole, NOW).unwrap().record_count, 3);
+    }
+}
+
+#[test]
 fn batches_are_recompressed_to_the_topics_codec() {
     for (source, target) in [
         (Codec::None, Codec::Zstd),

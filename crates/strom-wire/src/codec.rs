@@ -67,26 +67,47 @@ fn corrupt(codec: Codec, what: impl std::fmt::Display) -> BatchError {
 
 /// Decompresses a batch's records section, refusing output larger than `limit` bytes.
 pub fn decompress(codec: Codec, data: &[u8], limit: usize) -> Result<Vec<u8>, BatchError> {
+    let mut out = Vec::new();
+    decompress_into(codec, data, limit, &mut out)?;
+    Ok(out)
+}
+
+/// [`decompress`] into `out` (cleared first), so that a caller decompressing batch after
+/// batch reuses one buffer's pages.
+pub fn decompress_into(
+    codec: Codec,
+    data: &[u8],
+    limit: usize,
+    out: &mut Vec<u8>,
+) -> Result<(), BatchError> {
+    out.clear();
     match codec {
-        Codec::None => Ok(data.to_vec()),
-        Codec::Gzip => read_bounded(codec, flate2::read::MultiGzDecoder::new(data), limit),
+        Codec::None => {
+            out.extend_from_slice(data);
+            Ok(())
+        }
+        Codec::Gzip => read_bounded(codec, flate2::read::MultiGzDecoder::new(data), limit, out),
         Codec::Lz4 => {
             let decoder = lz4::Decoder::new(data).map_err(|e| corrupt(codec, e))?;
-            read_bounded(codec, decoder, limit)
+            read_bounded(codec, decoder, limit, out)
         }
         Codec::Zstd => {
             let decoder = zstd::stream::read::Decoder::new(data).map_err(|e| corrupt(codec, e))?;
-            read_bounded(codec, decoder, limit)
+            read_bounded(codec, decoder, limit, out)
         }
-        Codec::Snappy => decompress_snappy(data, limit),
+        Codec::Snappy => decompress_snappy(data, limit, out),
     }
 }
 
-fn read_bounded(codec: Codec, reader: impl Read, limit: usize) -> Result<Vec<u8>, BatchError> {
-    let mut out = Vec::new();
+fn read_bounded(
+    codec: Codec,
+    reader: impl Read,
+    limit: usize,
+    out: &mut Vec<u8>,
+) -> Result<(), BatchError> {
     reader
         .take(limit as u64 + 1)
-        .read_to_end(&mut out)
+        .read_to_end(out)
         .map_err(|e| corrupt(codec, e))?;
     if out.len() > limit {
         return Err(corrupt(
@@ -94,12 +115,12 @@ fn read_bounded(codec: Codec, reader: impl Read, limit: usize) -> Result<Vec<u8>
             format!("decompresses to more than {limit} bytes"),
         ));
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Snappy as Kafka's clients write it: xerial-framed blocks (Java) or one raw block
 /// (librdkafka).
-fn decompress_snappy(data: &[u8], limit: usize) -> Result<Vec<u8>, BatchError> {
+fn decompress_snappy(data: &[u8], limit: usize, out: &mut Vec<u8>) -> Result<(), BatchError> {
     let codec = Codec::Snappy;
     let mut decoder = snap::raw::Decoder::new();
     let Some(mut blocks) = data.strip_prefix(XERIAL_HEADER) else {
@@ -110,9 +131,12 @@ fn decompress_snappy(data: &[u8], limit: usize) -> Result<Vec<u8>, BatchError> {
                 format!("decompresses to more than {limit} bytes"),
             ));
         }
-        return decoder.decompress_vec(data).map_err(|e| corrupt(codec, e));
+        out.resize(len, 0);
+        decoder
+            .decompress(data, out)
+            .map_err(|e| corrupt(codec, e))?;
+        return Ok(());
     };
-    let mut out = Vec::new();
     while !blocks.is_empty() {
         let (len, rest) = blocks
             .split_first_chunk::<4>()
@@ -135,7 +159,7 @@ fn decompress_snappy(data: &[u8], limit: usize) -> Result<Vec<u8>, BatchError> {
             .map_err(|e| corrupt(codec, e))?;
         blocks = &rest[len..];
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Compresses a records section with `codec` at `level` (the topic's
@@ -154,9 +178,15 @@ pub fn compress(codec: Codec, level: i32, data: &[u8]) -> Result<Vec<u8>, BatchE
             encoder.finish().map_err(|e| corrupt(codec, e))
         }
         Codec::Lz4 => {
+            // Frames as Kafka's clients write them: 64 KiB independent blocks, no block or
+            // content checksums (the batch's CRC32C covers the bytes; the lz4 crate's
+            // default checksums cost producer and broker an XXH32 pass each).
             let mut encoder = lz4::EncoderBuilder::new()
                 .level(level.max(0) as u32)
+                .block_size(lz4::BlockSize::Max64KB)
                 .block_mode(lz4::BlockMode::Independent)
+                .block_checksum(lz4::liblz4::BlockChecksum::NoBlockChecksum)
+                .checksum(lz4::ContentChecksum::NoChecksum)
                 .build(Vec::new())
                 .map_err(|e| corrupt(codec, e))?;
             encoder.write_all(data).map_err(|e| corrupt(codec, e))?;
@@ -181,6 +211,17 @@ pub fn compress(codec: Codec, level: i32, data: &[u8]) -> Result<Vec<u8>, BatchE
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lz4_frames_are_written_as_kafkas_clients_write_them() {
+        let packed = compress(Codec::Lz4, 0, &[b'k'; 200_000]).unwrap();
+        assert_eq!(packed[..4], 0x184D_2204u32.to_le_bytes());
+        assert_eq!(
+            packed[4], 0x60,
+            "FLG: version 1, independent blocks, no block or content checksum"
+        );
+        assert_eq!(packed[5], 0x40, "BD: 64 KiB blocks");
+    }
 
     #[test]
     fn every_codec_round_trips() {
