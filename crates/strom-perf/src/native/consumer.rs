@@ -137,6 +137,9 @@ struct ConsumerState {
     done: mpsc::UnboundedReceiver<FetchDone>,
     buffered: VecDeque<PartitionRecords>,
     buffered_bytes: usize,
+    /// Where compressed batches are decompressed, reused from batch to batch so that
+    /// each one does not fault in fresh pages.
+    inflated: Vec<u8>,
     metadata_stale: bool,
     join_started: Option<Instant>,
     join_total: Duration,
@@ -207,6 +210,7 @@ impl NativeConsumer {
                 done,
                 buffered: VecDeque::new(),
                 buffered_bytes: 0,
+                inflated: Vec::new(),
                 metadata_stale: false,
                 join_started: Some(Instant::now()),
                 join_total: Duration::ZERO,
@@ -722,13 +726,15 @@ impl ConsumerState {
                 )
             })?;
             if header.attributes & CONTROL_FLAG == 0 {
-                handed += walk_batch(&header, batch, consumed, on_record).map_err(|e| {
-                    anyhow!(
-                        "partition {}-{partition}: invalid record batch at offset {}: {e}",
-                        self.topic.as_str(),
-                        header.base_offset
-                    )
-                })?;
+                let inflated = &mut self.inflated;
+                handed +=
+                    walk_batch(&header, batch, consumed, inflated, on_record).map_err(|e| {
+                        anyhow!(
+                            "partition {}-{partition}: invalid record batch at offset {}: {e}",
+                            self.topic.as_str(),
+                            header.base_offset
+                        )
+                    })?;
             }
             self.consumed.insert(partition, header.next_offset());
         }
@@ -736,11 +742,13 @@ impl ConsumerState {
     }
 }
 
-/// Hands every record of `batch` at or after `from` to `on_record`; returns how many.
+/// Hands every record of `batch` at or after `from` to `on_record`, a compressed batch
+/// decompressed into `inflated`; returns how many.
 fn walk_batch(
     header: &RecordBatchHeader,
     batch: &[u8],
     from: i64,
+    inflated: &mut Vec<u8>,
     on_record: &mut dyn FnMut(&Record<'_>),
 ) -> Result<usize> {
     let codec = Codec::from_attributes(header.attributes).ok_or_else(|| {
@@ -749,11 +757,15 @@ fn walk_batch(
             header.attributes
         )
     })?;
-    let inflated;
     let section = match codec {
         Codec::None => &batch[BATCH_HEADER_LEN..],
         codec => {
-            inflated = codec::decompress(codec, &batch[BATCH_HEADER_LEN..], MAX_DECOMPRESSED)?;
+            codec::decompress_into(
+                codec,
+                &batch[BATCH_HEADER_LEN..],
+                MAX_DECOMPRESSED,
+                inflated,
+            )?;
             &inflated[..]
         }
     };
