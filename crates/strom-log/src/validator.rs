@@ -86,10 +86,11 @@ pub fn validate_batch<'a>(
     let read_records =
         target != source || config.compacts() || check_timestamps || producer_set_log_append_time;
     let section = &bytes[BATCH_HEADER_LEN..];
-    let mut decompressed = Decompressed::take();
+    let mut decompressed;
     let records: &[u8] = match source {
         Codec::None => section,
         codec => {
+            decompressed = Decompressed::take();
             decompress_into(
                 codec,
                 section,
@@ -101,9 +102,6 @@ pub fn validate_batch<'a>(
             &decompressed.0
         }
     };
-    if !read_records {
-        check_record_lengths(records, header.record_count).map_err(|e| with_partition(e, tp))?;
-    }
     if read_records {
         let errors = check_records(tp, &header, records, config, now_ms, check_timestamps)?;
         if let Some(kind) = errors.kind {
@@ -113,6 +111,8 @@ pub fn validate_batch<'a>(
                 errors: errors.errors,
             });
         }
+    } else {
+        check_record_lengths(records, header.record_count).map_err(|e| with_partition(e, tp))?;
     }
     let stamp = config.log_append_time.then_some(now_ms);
     let bytes = if target != source {

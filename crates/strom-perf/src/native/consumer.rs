@@ -726,9 +726,8 @@ impl ConsumerState {
                 )
             })?;
             if header.attributes & CONTROL_FLAG == 0 {
-                let inflated = &mut self.inflated;
-                handed +=
-                    walk_batch(&header, batch, consumed, inflated, on_record).map_err(|e| {
+                handed += walk_batch(&header, batch, consumed, &mut self.inflated, on_record)
+                    .map_err(|e| {
                         anyhow!(
                             "partition {}-{partition}: invalid record batch at offset {}: {e}",
                             self.topic.as_str(),
