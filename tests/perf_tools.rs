@@ -115,6 +115,37 @@ fn unthrottled_native_producer_with_warmup_prints_steady_state() {
     assert_warmup_then_steady_state(&output, 20001, 50000);
 }
 
+#[test]
+fn throttled_native_producer_with_warmup_prints_steady_state_and_histogram() {
+    let broker = StromBroker::start(&[]);
+    // A long linger, so that most records go in ahead of their due time.
+    let output = strom(&[
+        "producer-perf-test",
+        "--client",
+        "native",
+        "--topic",
+        "perf-wtn",
+        "--num-records",
+        "3000",
+        "--record-size",
+        "100",
+        "--throughput",
+        "3000",
+        "--warmup-records",
+        "1000",
+        "--producer-props",
+        "linger.ms=100",
+        "--bootstrap-server",
+        &broker.bootstrap(),
+    ]);
+    assert_warmup_then_steady_state(&output, 1000, 3000);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("Latency from intended send time (HdrHistogram, 2000 samples)"),
+        "{stderr}"
+    );
+}
+
 /// Kafka's lines around a warm-up: announced first, the summary of all records, then the
 /// steady state's.
 fn assert_warmup_then_steady_state(output: &std::process::Output, warmup: u64, total: u64) {

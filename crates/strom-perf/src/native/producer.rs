@@ -82,6 +82,21 @@ pub fn record_count(runs: &[RecordRun]) -> usize {
     runs.iter().map(|run| run.count as usize).sum()
 }
 
+/// When each record of a throttled run is due: record `i` at `start_ns + i · interval_ns`,
+/// as Kafka's tool spaces sends at `--throughput` records per second.
+#[derive(Debug, Clone, Copy)]
+pub struct Schedule {
+    pub start_ns: u64,
+    pub interval_ns: f64,
+}
+
+impl Schedule {
+    #[inline]
+    pub fn due_ns(&self, index: u64) -> u64 {
+        self.start_ns + (index as f64 * self.interval_ns) as u64
+    }
+}
+
 /// Where the values of records appended in bulk come from.
 pub trait RecordValues {
     /// The value of the record numbered `index`.
@@ -112,6 +127,35 @@ impl OpenBatch {
                 value_len: tag.value_len,
             });
         }
+    }
+}
+
+impl OpenBatch {
+    /// Appends record `index`, without key or headers, sent at `sent_ns`.
+    #[inline(always)]
+    fn append_unkeyed(&mut self, timestamp: i64, value: &[u8], index: u64, sent_ns: u64) {
+        self.builder.append(timestamp, None, Some(value), &[]);
+        self.add(&RecordTag {
+            index,
+            sent_ns,
+            value_len: value.len() as u32,
+        });
+    }
+
+    /// Whether a throttled record that is not due yet may go in now: only when the batch
+    /// would hold it anyway, since it lingers past the record's due time and the record
+    /// does not fill it (which would seal it early). An empty batch takes none: the record
+    /// that opens a batch starts its linger at its due time.
+    fn takes_early(
+        &self,
+        due_ns: u64,
+        value_len: usize,
+        linger_ns: u64,
+        batch_size: usize,
+    ) -> bool {
+        self.builder.count() > 0
+            && due_ns < self.created_ns + linger_ns
+            && self.builder.fits(None, Some(value_len), batch_size - 1)
     }
 }
 
@@ -319,12 +363,7 @@ impl<H: DeliveryHandler> NativeProducer<H> {
                 full = true;
                 break;
             }
-            open.builder.append(timestamp, None, Some(value), &[]);
-            open.add(&RecordTag {
-                index,
-                sent_ns,
-                value_len: value.len() as u32,
-            });
+            open.append_unkeyed(timestamp, value, index, sent_ns);
             appended += 1;
             if open.builder.size() >= batch_size {
                 full = true;
@@ -339,6 +378,69 @@ impl<H: DeliveryHandler> NativeProducer<H> {
             self.seal_lingered(sent_ns)?;
         }
         Ok((appended, full || lingered))
+    }
+
+    /// Appends records `first_index..first_index + count` of a throttled run without keys
+    /// or headers, record `i` due at `schedule.due_ns(i)`: first those due by `now_ns`
+    /// (counted as sent now), then those due later that will go in the open batch anyway
+    /// — due before its linger ends and not the record that fills it — each counted as
+    /// sent in the millisecond it is due. A batch opened by a late record lingers from that record's
+    /// due time. So the send loop wakes when a record opens a batch, a batch fills or
+    /// lingers out, or an answer arrives, instead of every millisecond, and the batches
+    /// go out when, and with the records, they would if every record were appended at
+    /// its due time. Returns how many records went in and whether a batch was sealed;
+    /// none went in when the next record is not due and cannot join the open batch.
+    pub fn append_scheduled(
+        &mut self,
+        values: &mut impl RecordValues,
+        first_index: u64,
+        count: u64,
+        schedule: &Schedule,
+        now_ns: u64,
+    ) -> Result<(u64, bool)> {
+        let batch_size = self.config.batch_size;
+        let linger = self.config.linger.as_nanos() as u64;
+        let mut appended = 0;
+        let mut sealed = false;
+        while appended < count {
+            let index = first_index + appended;
+            let due_ns = schedule.due_ns(index);
+            let early = due_ns > now_ns;
+            let value = values.value(index);
+            let partition = self.partitioner.partition(None);
+            let open = self.partitions[partition].open.as_ref();
+            if early {
+                if !open.is_some_and(|o| o.takes_early(due_ns, value.len(), linger, batch_size)) {
+                    break;
+                }
+            } else if open.is_some_and(|o| {
+                o.builder.count() > 0 && !o.builder.fits(None, Some(value.len()), batch_size)
+            }) {
+                self.seal(partition)?;
+                sealed = true;
+                continue;
+            }
+            // Kafka's latency counts whole milliseconds, so records due in one
+            // millisecond are one run.
+            let sent_ns = if early {
+                due_ns - due_ns % 1_000_000
+            } else {
+                now_ns
+            };
+            let timestamp = self.wall_offset_ms + clock::ms(sent_ns) as i64;
+            let open = self.open_batch(partition, timestamp, due_ns.min(now_ns));
+            open.append_unkeyed(timestamp, value, index, sent_ns);
+            appended += 1;
+            if open.builder.size() >= batch_size {
+                self.seal(partition)?;
+                sealed = true;
+            }
+        }
+        if self.linger_deadline_ns.is_some_and(|d| now_ns >= d) {
+            self.seal_lingered(now_ns)?;
+            sealed = true;
+        }
+        Ok((appended, sealed))
     }
 
     /// The open batch of `partition`, opened at `sent_ns` if there is none; a batch's
@@ -858,5 +960,31 @@ mod tests {
         assert!(!run.extend(&tag(12, 501, 100)), "sent at another time");
         assert!(!run.extend(&tag(12, 500, 99)), "another value size");
         assert_eq!(run.count, 2);
+    }
+
+    #[test]
+    fn a_record_not_yet_due_joins_only_a_batch_that_would_hold_it_anyway() {
+        let (linger, batch_size) = (5_000_000, 1000);
+        let mut open = OpenBatch {
+            builder: BatchBuilder::new(Vec::new(), 0),
+            runs: Vec::new(),
+            created_ns: 1_000_000,
+        };
+        assert!(
+            !open.takes_early(1_000_001, 10, linger, batch_size),
+            "an empty batch lingers from the due time of the record that opens it"
+        );
+        open.builder.append(0, None, Some(&[0; 10]), &[]);
+        assert!(open.takes_early(5_999_999, 10, linger, batch_size));
+        assert!(
+            !open.takes_early(6_000_000, 10, linger, batch_size),
+            "due when the batch has lingered out: it goes in a later batch"
+        );
+        let filling = batch_size - open.builder.size() - 8;
+        assert!(
+            !open.takes_early(2_000_000, filling, linger, batch_size),
+            "a record that fills the batch seals it, which waits until it is due"
+        );
+        assert!(open.takes_early(2_000_000, filling - 4, linger, batch_size));
     }
 }

@@ -18,7 +18,7 @@ use crate::clock;
 use crate::native::client::NativeClient;
 use crate::native::config::ProducerConfig;
 use crate::native::producer::{
-    record_count, DeliveryHandler, NativeProducer, RecordRun, RecordTag, RecordValues,
+    record_count, DeliveryHandler, NativeProducer, RecordRun, RecordTag, RecordValues, Schedule,
 };
 use crate::progress::Progress;
 
@@ -35,71 +35,60 @@ const RECORDS_PER_CLOCK_READING: u64 = 32;
 /// send time for the HdrHistogram).
 struct Deliveries {
     recorder: Recorder,
-    /// `Some((start_ns, interval_ns))` when throttled.
-    schedule: Option<(u64, f64)>,
+    /// When each record is due, when throttled.
+    schedule: Option<Schedule>,
 }
 
-/// Consecutive records of one batch whose figures are equal, recorded in one step.
-struct Run {
+/// Consecutive records whose figures are equal, recorded in one step.
+#[derive(Clone, Copy)]
+struct Span<F> {
     first_index: u64,
     n: u64,
-    latency_ms: u32,
-    hdr_us: u64,
-    bytes: u64,
+    figures: F,
 }
 
-impl Run {
-    fn continues_with(&self, next: &Run) -> bool {
-        self.first_index + self.n == next.first_index
-            && (self.latency_ms, self.hdr_us, self.bytes)
-                == (next.latency_ms, next.hdr_us, next.bytes)
+/// Gathers consecutive records with equal figures into spans.
+struct Spans<F> {
+    current: Option<Span<F>>,
+}
+
+impl<F: PartialEq> Spans<F> {
+    fn new() -> Self {
+        Self { current: None }
+    }
+
+    /// Adds `n` records from `first_index`; returns the span this ended, if any.
+    fn add(&mut self, first_index: u64, n: u64, figures: F) -> Option<Span<F>> {
+        match &mut self.current {
+            Some(span) if span.first_index + span.n == first_index && span.figures == figures => {
+                span.n += n;
+                None
+            }
+            _ => self.current.replace(Span {
+                first_index,
+                n,
+                figures,
+            }),
+        }
+    }
+
+    fn finish(self) -> Option<Span<F>> {
+        self.current
     }
 }
 
 impl Deliveries {
-    /// Hands `emit` the figures of the acknowledged records of `run`: all of them at once
-    /// unthrottled, where they share a send time; one by one throttled, where each has
-    /// its own intended send time for the HdrHistogram.
-    fn figures(
-        schedule: Option<(u64, f64)>,
-        run: &RecordRun,
-        ack_ns: u64,
-        mut emit: impl FnMut(Run),
-    ) {
-        let latency_ms = clock::latency_ms(run.sent_ns, ack_ns);
-        let bytes = u64::from(run.value_len);
-        match schedule {
-            None => emit(Run {
-                first_index: run.first_index,
-                n: u64::from(run.count),
-                latency_ms,
-                hdr_us: ack_ns.saturating_sub(run.sent_ns) / 1000,
-                bytes,
-            }),
-            Some((start, interval)) => {
-                for index in run.first_index..run.first_index + u64::from(run.count) {
-                    let intended = (start + (index as f64 * interval) as u64).min(run.sent_ns);
-                    emit(Run {
-                        first_index: index,
-                        n: 1,
-                        latency_ms,
-                        hdr_us: ack_ns.saturating_sub(intended) / 1000,
-                        bytes,
-                    });
-                }
-            }
-        }
+    /// Kafka's figures (latency in ms, value bytes) of a span.
+    fn count(&mut self, span: Span<(u32, u64)>, ack_ns: u64) {
+        let (latency_ms, bytes) = span.figures;
+        self.recorder
+            .count_success(span.first_index, span.n, latency_ms, bytes, ack_ns);
     }
 
-    fn record(&mut self, run: &Run, ack_ns: u64) {
-        self.recorder.on_success(
-            run.first_index,
-            run.n,
-            run.latency_ms,
-            run.hdr_us,
-            run.bytes,
-            ack_ns,
-        );
+    /// The HdrHistogram latency (µs) of a span.
+    fn time(&mut self, span: Span<u64>) {
+        self.recorder
+            .record_latency(span.first_index, span.n, span.figures);
     }
 }
 
@@ -108,21 +97,42 @@ impl DeliveryHandler for Deliveries {
         let records = record_count(runs) as u64;
         match outcome {
             Ok(()) => {
-                let mut current: Option<Run> = None;
+                let mut counted = Spans::new();
+                let mut timed = Spans::new();
                 let mut bytes = 0;
                 for run in runs {
-                    bytes += u64::from(run.count) * u64::from(run.value_len);
-                    Self::figures(self.schedule, run, ack_ns, |next| match current.as_mut() {
-                        Some(c) if c.continues_with(&next) => c.n += next.n,
-                        _ => {
-                            if let Some(done) = current.replace(next) {
-                                self.record(&done, ack_ns);
+                    let n = u64::from(run.count);
+                    let value_len = u64::from(run.value_len);
+                    bytes += n * value_len;
+                    let figures = (clock::latency_ms(run.sent_ns, ack_ns), value_len);
+                    if let Some(span) = counted.add(run.first_index, n, figures) {
+                        self.count(span, ack_ns);
+                    }
+                    match self.schedule {
+                        // Records sent together share their latency.
+                        None => {
+                            let us = ack_ns.saturating_sub(run.sent_ns) / 1000;
+                            if let Some(span) = timed.add(run.first_index, n, us) {
+                                self.time(span);
                             }
                         }
-                    });
+                        // Each record's from its own intended send time, which no record
+                        // is sent before.
+                        Some(schedule) => {
+                            for index in run.first_index..run.first_index + n {
+                                let us = ack_ns.saturating_sub(schedule.due_ns(index)) / 1000;
+                                if let Some(span) = timed.add(index, 1, us) {
+                                    self.time(span);
+                                }
+                            }
+                        }
+                    }
                 }
-                if let Some(done) = current {
-                    self.record(&done, ack_ns);
+                if let Some(span) = counted.finish() {
+                    self.count(span, ack_ns);
+                }
+                if let Some(span) = timed.finish() {
+                    self.time(span);
                 }
                 self.recorder.completed(Instant::now(), records, bytes);
             }
@@ -160,7 +170,6 @@ pub fn run(
         writeln!(out, "{}", output::warmup_line(args.warmup_records))?;
     }
     let throttled = args.throughput > 0.0;
-    let interval_ns = 1e9 / args.throughput;
     let progress = Progress::start("producing", args.num_records);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -192,8 +201,12 @@ pub fn run(
             ),
             start,
         );
+        let schedule = Schedule {
+            start_ns,
+            interval_ns: 1e9 / args.throughput,
+        };
         if throttled {
-            producer.handler.schedule = Some((start_ns, interval_ns));
+            producer.handler.schedule = Some(schedule);
         }
         let mut sent_ns = 0;
         let mut reads_left = 0;
@@ -208,7 +221,7 @@ pub fn run(
                     clock::ms(clock::now_ns()),
                 );
             }
-            if !throttled && keys.is_none() {
+            if keys.is_none() {
                 // Runs of records without keys go in a batch at a time, up to the end
                 // of the warm-up.
                 let end = if warming_up {
@@ -216,21 +229,29 @@ pub fn run(
                 } else {
                     args.num_records
                 };
-                let count = (end - i).min(RECORDS_PER_CLOCK_READING);
-                let (appended, sealed) =
-                    producer.append_unkeyed(&mut payloads, i, count, clock::now_ns())?;
+                let now_ns = clock::now_ns();
+                let (appended, sealed) = if throttled {
+                    producer.append_scheduled(&mut payloads, i, end - i, &schedule, now_ns)?
+                } else {
+                    let count = (end - i).min(RECORDS_PER_CLOCK_READING);
+                    producer.append_unkeyed(&mut payloads, i, count, now_ns)?
+                };
                 i += appended;
                 if sealed {
                     producer.send_sealed().await?;
+                } else if throttled && appended == 0 {
+                    // The next record is not due and cannot join the open batch.
+                    producer.idle_until(schedule.due_ns(i)).await?;
                 }
                 continue;
             }
             if throttled {
                 // Throttled, each record's own send time, read once: it also tells
-                // whether the record is due.
-                let intended = start_ns + (i as f64 * interval_ns) as u64;
+                // whether the record is due. A keyed record may go to any partition's
+                // batch, so none is appended before it is due.
+                let intended = schedule.due_ns(i);
                 sent_ns = clock::now_ns();
-                if intended > sent_ns + 1_000_000 {
+                if intended > sent_ns {
                     producer.idle_until(intended).await?;
                     sent_ns = clock::now_ns();
                 }
@@ -254,6 +275,10 @@ pub fn run(
                 reads_left = 0;
             }
             i += 1;
+        }
+        if let Some(last) = args.num_records.checked_sub(1).filter(|_| throttled) {
+            // Records appended before they were due leave no earlier than that.
+            producer.idle_until(schedule.due_ns(last)).await?;
         }
         producer.flush().await?;
         let end = Instant::now();

@@ -69,6 +69,21 @@ impl Recorder {
         bytes: u64,
         now_ns: u64,
     ) {
+        self.count_success(first_index, n, latency_ms, bytes, now_ns);
+        self.record_latency(first_index, n, hdr_latency_us);
+    }
+
+    /// Kafka's statistics of [`Recorder::on_success`], for records whose HdrHistogram
+    /// latencies differ (throttled, each from its own intended send time) and go to
+    /// [`Recorder::record_latency`].
+    pub fn count_success(
+        &mut self,
+        first_index: u64,
+        n: u64,
+        latency_ms: u32,
+        bytes: u64,
+        now_ns: u64,
+    ) {
         let now_ms = clock::ms(now_ns);
         let muted = self.steady.is_some();
         if let Some(window) = self.stats.record_n(latency_ms, bytes, n, now_ms) {
@@ -76,9 +91,8 @@ impl Recorder {
                 self.print(&window.line());
             }
         }
-        let steady_n = (first_index + n).saturating_sub(first_index.max(self.warmup));
+        let steady_n = self.steady_count(first_index, n);
         if steady_n > 0 {
-            self.histogram.record_n(hdr_latency_us, steady_n);
             if let Some(steady) = self.steady.as_mut() {
                 if let Some(window) = steady.record_n(latency_ms, bytes, steady_n, now_ms) {
                     let line = window.line();
@@ -90,6 +104,20 @@ impl Recorder {
                 }
             }
         }
+    }
+
+    /// The HdrHistogram latency of `n` consecutive records from `first_index`; records of
+    /// the warm-up are not counted.
+    pub fn record_latency(&mut self, first_index: u64, n: u64, hdr_latency_us: u64) {
+        let steady_n = self.steady_count(first_index, n);
+        if steady_n > 0 {
+            self.histogram.record_n(hdr_latency_us, steady_n);
+        }
+    }
+
+    /// How many of the `n` records from `first_index` come after the warm-up.
+    fn steady_count(&self, first_index: u64, n: u64) -> u64 {
+        (first_index + n).saturating_sub(first_index.max(self.warmup))
     }
 
     /// Counts completed records and their bytes in the time series.
