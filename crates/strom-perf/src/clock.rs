@@ -41,6 +41,15 @@ pub fn ns_of(at: Instant) -> u64 {
     at.saturating_duration_since(anchor().0).as_nanos() as u64
 }
 
+/// The CLOCK_MONOTONIC time at which [`now_ns`] reads `ns`, for kernel timers.
+pub fn monotonic_timespec(ns: u64) -> libc::timespec {
+    let at = anchor().1 + ns;
+    libc::timespec {
+        tv_sec: (at / 1_000_000_000) as libc::time_t,
+        tv_nsec: (at % 1_000_000_000) as libc::c_long,
+    }
+}
+
 /// The millisecond clock reading for a nanosecond reading, as `currentTimeMillis` would give.
 pub fn ms(ns: u64) -> u64 {
     ns / 1_000_000

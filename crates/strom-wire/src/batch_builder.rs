@@ -81,6 +81,13 @@ impl BatchBuilder {
             || self.size_with(key_len, value_len) <= limit
     }
 
+    /// Whether a batch holding only a record of these lengths (no headers) stays within
+    /// `limit` bytes, counting the longest framing a record can have.
+    pub fn fits_alone(key_len: Option<usize>, value_len: Option<usize>, limit: usize) -> bool {
+        let payload = key_len.unwrap_or(0) + value_len.unwrap_or(0);
+        BATCH_HEADER_LEN + MAX_RECORD_FRAMING + payload <= limit
+    }
+
     /// The size the batch would have after appending a record of these lengths (no
     /// headers, a timestamp delta of 0).
     fn size_with(&self, key_len: Option<usize>, value_len: Option<usize>) -> usize {

@@ -23,3 +23,4 @@ pub mod group;
 pub mod metrics;
 pub mod partitioner;
 pub mod producer;
+pub mod timer;

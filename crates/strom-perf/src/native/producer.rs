@@ -34,6 +34,7 @@ use super::connection::CallError;
 use super::errors;
 use super::metrics::Stat;
 use super::partitioner::Partitioner;
+use super::timer::DeadlineTimer;
 use crate::clock;
 
 /// DUPLICATE_SEQUENCE_NUMBER: the broker already has this batch (a retry of one whose
@@ -141,21 +142,26 @@ impl OpenBatch {
             value_len: value.len() as u32,
         });
     }
+}
 
-    /// Whether a throttled record that is not due yet may go in now: only when the batch
-    /// would hold it anyway, since it lingers past the record's due time and the record
-    /// does not fill it (which would seal it early). An empty batch takes none: the record
-    /// that opens a batch starts its linger at its due time.
-    fn takes_early(
-        &self,
-        due_ns: u64,
-        value_len: usize,
-        linger_ns: u64,
-        batch_size: usize,
-    ) -> bool {
-        self.builder.count() > 0
-            && due_ns < self.created_ns + linger_ns
-            && self.builder.fits(None, Some(value_len), batch_size - 1)
+/// Whether a throttled record that is not due yet may be appended now, to `open`, the
+/// open batch of its partition if there is one: when that batch would hold it anyway,
+/// lingering past the record's due time, or when it opens a batch, which then lingers
+/// from that due time; and only if it does not fill the batch, which would seal it
+/// before the record is due.
+fn takes_early(
+    open: Option<&OpenBatch>,
+    due_ns: u64,
+    value_len: usize,
+    linger_ns: u64,
+    batch_size: usize,
+) -> bool {
+    match open.filter(|open| open.builder.count() > 0) {
+        Some(open) => {
+            due_ns < open.created_ns + linger_ns
+                && open.builder.fits(None, Some(value_len), batch_size - 1)
+        }
+        None => BatchBuilder::fits_alone(None, Some(value_len), batch_size - 1),
     }
 }
 
@@ -236,6 +242,8 @@ pub struct NativeProducer<H: DeliveryHandler> {
     wall_offset_ms: i64,
     /// Buffers of acknowledged batches, for the next ones.
     pool: BufferPool,
+    /// Wakes the send loop at linger deadlines, retry backoffs and due records.
+    timer: DeadlineTimer,
     pub handler: H,
 }
 
@@ -267,6 +275,7 @@ impl<H: DeliveryHandler> NativeProducer<H> {
             partitioner: Partitioner::new(leaders.len()),
             leaders,
             pool: BufferPool::new(config.buffer_memory),
+            timer: DeadlineTimer::new().context("cannot create the producer's timer")?,
             config,
             topic: TopicName(StrBytes::from_string(topic.to_string())),
             in_flight: HashMap::new(),
@@ -382,14 +391,14 @@ impl<H: DeliveryHandler> NativeProducer<H> {
 
     /// Appends records `first_index..first_index + count` of a throttled run without keys
     /// or headers, record `i` due at `schedule.due_ns(i)`: first those due by `now_ns`
-    /// (counted as sent now), then those due later that will go in the open batch anyway
-    /// — due before its linger ends and not the record that fills it — each counted as
-    /// sent in the millisecond it is due. A batch opened by a late record lingers from that record's
-    /// due time. So the send loop wakes when a record opens a batch, a batch fills or
-    /// lingers out, or an answer arrives, instead of every millisecond, and the batches
-    /// go out when, and with the records, they would if every record were appended at
-    /// its due time. Returns how many records went in and whether a batch was sealed;
-    /// none went in when the next record is not due and cannot join the open batch.
+    /// (counted as sent now), then those due later that go in a batch which will not leave
+    /// before they are due ([`takes_early`]), each counted as sent in the millisecond it
+    /// is due. A batch lingers from the due time of the record that opened it. So the send
+    /// loop wakes about once a batch (when a record that fills it is due, or the batch
+    /// lingers out) and once an answer, instead of every millisecond, while the batches go
+    /// out when, and with the records, they would if every record were appended at its
+    /// due time. Returns how many records went in and whether a batch was sealed; none went
+    /// in when the next record is not due and must wait for its time.
     pub fn append_scheduled(
         &mut self,
         values: &mut impl RecordValues,
@@ -410,7 +419,7 @@ impl<H: DeliveryHandler> NativeProducer<H> {
             let partition = self.partitioner.partition(None);
             let open = self.partitions[partition].open.as_ref();
             if early {
-                if !open.is_some_and(|o| o.takes_early(due_ns, value.len(), linger, batch_size)) {
+                if !takes_early(open, due_ns, value.len(), linger, batch_size) {
                     break;
                 }
             } else if open.is_some_and(|o| {
@@ -428,7 +437,7 @@ impl<H: DeliveryHandler> NativeProducer<H> {
                 now_ns
             };
             let timestamp = self.wall_offset_ms + clock::ms(sent_ns) as i64;
-            let open = self.open_batch(partition, timestamp, due_ns.min(now_ns));
+            let open = self.open_batch(partition, timestamp, due_ns);
             open.append_unkeyed(timestamp, value, index, sent_ns);
             appended += 1;
             if open.builder.size() >= batch_size {
@@ -475,6 +484,13 @@ impl<H: DeliveryHandler> NativeProducer<H> {
             self.wait(None).await?;
         }
         Ok(())
+    }
+
+    /// Waits for one answer, the end of a linger or a retry backoff, or until `until_ns`,
+    /// whichever comes first, and serves what became due: a throttled run's wait for its
+    /// next record, which may go in before it is due once a batch was sealed.
+    pub async fn idle(&mut self, until_ns: u64) -> Result<()> {
+        self.wait(Some(until_ns)).await
     }
 
     /// Waits until `until_ns` (the next intended send time of a throttled run) while
@@ -527,13 +543,14 @@ impl<H: DeliveryHandler> NativeProducer<H> {
             .flatten()
             .min();
         let received = match wake {
-            Some(at) => {
-                let timeout = Duration::from_nanos(at.saturating_sub(now));
-                tokio::time::timeout(timeout, self.completions.recv())
-                    .await
-                    .ok()
-                    .flatten()
-            }
+            Some(at) => tokio::select! {
+                biased;
+                completion = self.completions.recv() => completion,
+                fired = self.timer.sleep_until(at) => {
+                    fired.context("the producer's timer failed")?;
+                    None
+                }
+            },
             None => self.completions.recv().await,
         };
         if let Some(completion) = received {
@@ -963,28 +980,38 @@ mod tests {
     }
 
     #[test]
-    fn a_record_not_yet_due_joins_only_a_batch_that_would_hold_it_anyway() {
+    fn a_record_not_yet_due_goes_only_in_a_batch_that_will_not_leave_before_it_is_due() {
         let (linger, batch_size) = (5_000_000, 1000);
+        assert!(
+            takes_early(None, 1_000_001, 10, linger, batch_size),
+            "a record that opens a batch starts its linger at its due time"
+        );
+        assert!(
+            !takes_early(None, 1_000_001, batch_size, linger, batch_size),
+            "a record that fills a batch alone seals it at once"
+        );
         let mut open = OpenBatch {
             builder: BatchBuilder::new(Vec::new(), 0),
             runs: Vec::new(),
             created_ns: 1_000_000,
         };
-        assert!(
-            !open.takes_early(1_000_001, 10, linger, batch_size),
-            "an empty batch lingers from the due time of the record that opens it"
-        );
         open.builder.append(0, None, Some(&[0; 10]), &[]);
-        assert!(open.takes_early(5_999_999, 10, linger, batch_size));
+        assert!(takes_early(Some(&open), 5_999_999, 10, linger, batch_size));
         assert!(
-            !open.takes_early(6_000_000, 10, linger, batch_size),
+            !takes_early(Some(&open), 6_000_000, 10, linger, batch_size),
             "due when the batch has lingered out: it goes in a later batch"
         );
         let filling = batch_size - open.builder.size() - 8;
         assert!(
-            !open.takes_early(2_000_000, filling, linger, batch_size),
+            !takes_early(Some(&open), 2_000_000, filling, linger, batch_size),
             "a record that fills the batch seals it, which waits until it is due"
         );
-        assert!(open.takes_early(2_000_000, filling - 4, linger, batch_size));
+        assert!(takes_early(
+            Some(&open),
+            2_000_000,
+            filling - 4,
+            linger,
+            batch_size
+        ));
     }
 }

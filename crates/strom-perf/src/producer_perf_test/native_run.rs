@@ -240,8 +240,8 @@ pub fn run(
                 if sealed {
                     producer.send_sealed().await?;
                 } else if throttled && appended == 0 {
-                    // The next record is not due and cannot join the open batch.
-                    producer.idle_until(schedule.due_ns(i)).await?;
+                    // The next record must wait for its time, or for a batch to be sealed.
+                    producer.idle(schedule.due_ns(i)).await?;
                 }
                 continue;
             }
