@@ -118,32 +118,39 @@ fn unthrottled_native_producer_with_warmup_prints_steady_state() {
 #[test]
 fn throttled_native_producer_with_warmup_prints_steady_state_and_histogram() {
     let broker = StromBroker::start(&[]);
-    // A long linger, so that most records go in ahead of their due time.
-    let output = strom(&[
-        "producer-perf-test",
-        "--client",
-        "native",
-        "--topic",
-        "perf-wtn",
-        "--num-records",
-        "3000",
-        "--record-size",
-        "100",
-        "--throughput",
-        "3000",
-        "--warmup-records",
-        "1000",
-        "--producer-props",
-        "linger.ms=100",
-        "--bootstrap-server",
-        &broker.bootstrap(),
-    ]);
-    assert_warmup_then_steady_state(&output, 1000, 3000);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("Latency from intended send time (HdrHistogram, 2000 samples)"),
-        "{stderr}"
-    );
+    // A long linger, so that most records go in ahead of their due time; records without
+    // keys go in a run at a time, keyed ones one by one.
+    for (topic, keys) in [("perf-wtn", None), ("perf-wtk", Some("10"))] {
+        let mut args = vec![
+            "producer-perf-test",
+            "--client",
+            "native",
+            "--topic",
+            topic,
+            "--num-records",
+            "3000",
+            "--record-size",
+            "100",
+            "--throughput",
+            "3000",
+            "--warmup-records",
+            "1000",
+            "--producer-props",
+            "linger.ms=100",
+        ];
+        if let Some(range) = keys {
+            args.extend(["--record-key-range", range]);
+        }
+        let bootstrap = broker.bootstrap();
+        args.extend(["--bootstrap-server", &bootstrap]);
+        let output = strom(&args);
+        assert_warmup_then_steady_state(&output, 1000, 3000);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("Latency from intended send time (HdrHistogram, 2000 samples)"),
+            "{stderr}"
+        );
+    }
 }
 
 /// Kafka's lines around a warm-up: announced first, the summary of all records, then the

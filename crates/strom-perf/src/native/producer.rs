@@ -96,6 +96,18 @@ impl Schedule {
     pub fn due_ns(&self, index: u64) -> u64 {
         self.start_ns + (index as f64 * self.interval_ns) as u64
     }
+
+    /// The send time counted for a record due at `due_ns` and appended at `now_ns`: now
+    /// when it is due, else the start of the millisecond it is due in. Kafka's latency
+    /// counts whole milliseconds, so records due in one millisecond are one run.
+    #[inline]
+    pub fn sent_ns(due_ns: u64, now_ns: u64) -> u64 {
+        if due_ns > now_ns {
+            due_ns - due_ns % 1_000_000
+        } else {
+            now_ns
+        }
+    }
 }
 
 /// Where the values of records appended in bulk come from.
@@ -129,9 +141,7 @@ impl OpenBatch {
             });
         }
     }
-}
 
-impl OpenBatch {
     /// Appends record `index`, without key or headers, sent at `sent_ns`.
     #[inline(always)]
     fn append_unkeyed(&mut self, timestamp: i64, value: &[u8], index: u64, sent_ns: u64) {
@@ -152,6 +162,7 @@ impl OpenBatch {
 fn takes_early(
     open: Option<&OpenBatch>,
     due_ns: u64,
+    key_len: Option<usize>,
     value_len: usize,
     linger_ns: u64,
     batch_size: usize,
@@ -159,9 +170,9 @@ fn takes_early(
     match open.filter(|open| open.builder.count() > 0) {
         Some(open) => {
             due_ns < open.created_ns + linger_ns
-                && open.builder.fits(None, Some(value_len), batch_size - 1)
+                && open.builder.fits(key_len, Some(value_len), batch_size - 1)
         }
-        None => BatchBuilder::fits_alone(None, Some(value_len), batch_size - 1),
+        None => BatchBuilder::fits_alone(key_len, Some(value_len), batch_size - 1),
     }
 }
 
@@ -317,6 +328,48 @@ impl<H: DeliveryHandler> NativeProducer<H> {
         headers: &[(&[u8], Option<&[u8]>)],
         tag: RecordTag,
     ) -> Result<bool> {
+        self.append_record(key, value, headers, tag, tag.sent_ns, tag.sent_ns)
+    }
+
+    /// [`NativeProducer::append`] for a throttled record due at `due_ns`, which is now or
+    /// passed unless [`NativeProducer::takes_early`] allowed it: a batch it opens lingers
+    /// from its due time.
+    pub fn append_due(
+        &mut self,
+        key: Option<&[u8]>,
+        value: &[u8],
+        tag: RecordTag,
+        due_ns: u64,
+        now_ns: u64,
+    ) -> Result<bool> {
+        self.append_record(key, value, &[], tag, due_ns, now_ns)
+    }
+
+    /// Whether a throttled record due at `due_ns`, after `now`, may be appended already
+    /// ([`takes_early`], for the batch of the partition its key picks).
+    pub fn takes_early(&self, key: Option<&[u8]>, value_len: usize, due_ns: u64) -> bool {
+        let partition = self.partitioner.partition(key);
+        takes_early(
+            self.partitions[partition].open.as_ref(),
+            due_ns,
+            key.map(<[u8]>::len),
+            value_len,
+            self.config.linger.as_nanos() as u64,
+            self.config.batch_size,
+        )
+    }
+
+    /// Appends one record to its partition's batch, opening it at `created_ns`, and seals
+    /// what is full or lingered out by `now_ns`.
+    fn append_record(
+        &mut self,
+        key: Option<&[u8]>,
+        value: &[u8],
+        headers: &[(&[u8], Option<&[u8]>)],
+        tag: RecordTag,
+        created_ns: u64,
+        now_ns: u64,
+    ) -> Result<bool> {
         let partition = self.partitioner.partition(key);
         let timestamp = self.wall_offset_ms + clock::ms(tag.sent_ns) as i64;
         let queue = &mut self.partitions[partition];
@@ -332,15 +385,15 @@ impl<H: DeliveryHandler> NativeProducer<H> {
                 sealed = true;
             }
         }
-        let open = self.open_batch(partition, timestamp, tag.sent_ns);
+        let open = self.open_batch(partition, timestamp, created_ns);
         open.builder.append(timestamp, key, Some(value), headers);
         open.add(&tag);
         if open.builder.size() >= self.config.batch_size {
             self.seal(partition)?;
             sealed = true;
         }
-        if self.linger_deadline_ns.is_some_and(|d| tag.sent_ns >= d) {
-            self.seal_lingered(tag.sent_ns)?;
+        if self.linger_deadline_ns.is_some_and(|d| now_ns >= d) {
+            self.seal_lingered(now_ns)?;
             sealed = true;
         }
         Ok(sealed)
@@ -419,7 +472,7 @@ impl<H: DeliveryHandler> NativeProducer<H> {
             let partition = self.partitioner.partition(None);
             let open = self.partitions[partition].open.as_ref();
             if early {
-                if !takes_early(open, due_ns, value.len(), linger, batch_size) {
+                if !takes_early(open, due_ns, None, value.len(), linger, batch_size) {
                     break;
                 }
             } else if open.is_some_and(|o| {
@@ -429,13 +482,7 @@ impl<H: DeliveryHandler> NativeProducer<H> {
                 sealed = true;
                 continue;
             }
-            // Kafka's latency counts whole milliseconds, so records due in one
-            // millisecond are one run.
-            let sent_ns = if early {
-                due_ns - due_ns % 1_000_000
-            } else {
-                now_ns
-            };
+            let sent_ns = Schedule::sent_ns(due_ns, now_ns);
             let timestamp = self.wall_offset_ms + clock::ms(sent_ns) as i64;
             let open = self.open_batch(partition, timestamp, due_ns);
             open.append_unkeyed(timestamp, value, index, sent_ns);
@@ -983,11 +1030,11 @@ mod tests {
     fn a_record_not_yet_due_goes_only_in_a_batch_that_will_not_leave_before_it_is_due() {
         let (linger, batch_size) = (5_000_000, 1000);
         assert!(
-            takes_early(None, 1_000_001, 10, linger, batch_size),
+            takes_early(None, 1_000_001, None, 10, linger, batch_size),
             "a record that opens a batch starts its linger at its due time"
         );
         assert!(
-            !takes_early(None, 1_000_001, batch_size, linger, batch_size),
+            !takes_early(None, 1_000_001, None, batch_size, linger, batch_size),
             "a record that fills a batch alone seals it at once"
         );
         let mut open = OpenBatch {
@@ -996,22 +1043,41 @@ mod tests {
             created_ns: 1_000_000,
         };
         open.builder.append(0, None, Some(&[0; 10]), &[]);
-        assert!(takes_early(Some(&open), 5_999_999, 10, linger, batch_size));
+        assert!(takes_early(
+            Some(&open),
+            5_999_999,
+            None,
+            10,
+            linger,
+            batch_size
+        ));
         assert!(
-            !takes_early(Some(&open), 6_000_000, 10, linger, batch_size),
+            !takes_early(Some(&open), 6_000_000, None, 10, linger, batch_size),
             "due when the batch has lingered out: it goes in a later batch"
         );
         let filling = batch_size - open.builder.size() - 8;
         assert!(
-            !takes_early(Some(&open), 2_000_000, filling, linger, batch_size),
+            !takes_early(Some(&open), 2_000_000, None, filling, linger, batch_size),
             "a record that fills the batch seals it, which waits until it is due"
         );
         assert!(takes_early(
             Some(&open),
             2_000_000,
+            None,
             filling - 4,
             linger,
             batch_size
         ));
+        assert!(
+            !takes_early(
+                Some(&open),
+                2_000_000,
+                Some(8),
+                filling - 4,
+                linger,
+                batch_size
+            ),
+            "the key counts too"
+        );
     }
 }

@@ -245,32 +245,37 @@ pub fn run(
                 }
                 continue;
             }
-            if throttled {
-                // Throttled, each record's own send time, read once: it also tells
-                // whether the record is due. A keyed record may go to any partition's
-                // batch, so none is appended before it is due.
-                let intended = schedule.due_ns(i);
-                sent_ns = clock::now_ns();
-                if intended > sent_ns {
-                    producer.idle_until(intended).await?;
-                    sent_ns = clock::now_ns();
-                }
-            }
             let value = payloads.next(i);
             let key = keys.as_mut().map(|k| k.next(i));
-            if !throttled {
+            let sealed = if throttled {
+                // A keyed record waits for its due time unless its partition's batch
+                // would hold it anyway, as records without keys do.
+                let due_ns = schedule.due_ns(i);
+                let mut now_ns = clock::now_ns();
+                while due_ns > now_ns && !producer.takes_early(key, value.len(), due_ns) {
+                    producer.idle(due_ns).await?;
+                    now_ns = clock::now_ns();
+                }
+                let tag = RecordTag {
+                    index: i,
+                    sent_ns: Schedule::sent_ns(due_ns, now_ns),
+                    value_len: value.len() as u32,
+                };
+                producer.append_due(key, value, tag, due_ns, now_ns)?
+            } else {
                 if reads_left == 0 {
                     sent_ns = clock::now_ns();
                     reads_left = RECORDS_PER_CLOCK_READING;
                 }
                 reads_left -= 1;
-            }
-            let tag = RecordTag {
-                index: i,
-                sent_ns,
-                value_len: value.len() as u32,
+                let tag = RecordTag {
+                    index: i,
+                    sent_ns,
+                    value_len: value.len() as u32,
+                };
+                producer.append(key, value, &[], tag)?
             };
-            if producer.append(key, value, &[], tag)? {
+            if sealed {
                 producer.send_sealed().await?;
                 reads_left = 0;
             }
