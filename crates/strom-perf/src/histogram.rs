@@ -62,6 +62,15 @@ impl LatencyHistogram {
             .saturating_record_n(latency_us.clamp(1, MAX_TRACKABLE_US), n);
     }
 
+    /// A recorder of this histogram that records runs of equal latencies in one step.
+    pub fn runs(&mut self) -> LatencyRuns<'_> {
+        LatencyRuns {
+            histogram: self,
+            latency_us: 0,
+            n: 0,
+        }
+    }
+
     /// Adds another histogram, so `--threads` consumers and windows can be merged.
     pub fn add(&mut self, other: &LatencyHistogram) {
         self.inner
@@ -115,6 +124,40 @@ impl LatencyHistogram {
     }
 }
 
+/// Records consecutive equal latencies with one `record_n`, the rest when dropped. A
+/// consumer's records come in batches whose records mostly share one timestamp, so
+/// their latencies come in runs; recording each one by one cost a fifth of the native
+/// consumer's time with 10-byte records.
+pub struct LatencyRuns<'a> {
+    histogram: &'a mut LatencyHistogram,
+    latency_us: u64,
+    n: u64,
+}
+
+impl LatencyRuns<'_> {
+    #[inline]
+    pub fn record(&mut self, latency_us: u64) {
+        if latency_us != self.latency_us {
+            self.flush();
+            self.latency_us = latency_us;
+        }
+        self.n += 1;
+    }
+
+    fn flush(&mut self) {
+        if self.n > 0 {
+            self.histogram.record_n(self.latency_us, self.n);
+            self.n = 0;
+        }
+    }
+}
+
+impl Drop for LatencyRuns<'_> {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
 impl LatencySummary {
     /// The extra line strom prints after Kafka's output, in milliseconds with µs precision.
     pub fn line(&self, label: &str) -> String {
@@ -136,6 +179,21 @@ impl LatencySummary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_record_what_one_by_one_would() {
+        let latencies = [5, 5, 5, 7, 7, 5, 1_000, 1_000, 3];
+        let mut one_by_one = LatencyHistogram::new();
+        latencies.iter().for_each(|&l| one_by_one.record(l));
+        let mut in_runs = LatencyHistogram::new();
+        {
+            let mut runs = in_runs.runs();
+            latencies.iter().for_each(|&l| runs.record(l));
+        }
+        assert_eq!(in_runs.len(), latencies.len() as u64);
+        assert_eq!(in_runs.summary(), one_by_one.summary());
+        assert_eq!(in_runs.percentile_curve(), one_by_one.percentile_curve());
+    }
 
     #[test]
     fn summary_of_a_uniform_ramp() {

@@ -215,6 +215,13 @@ impl<'a> Cursor<'a> {
 
     #[inline]
     fn unsigned(&mut self, max_bytes: usize) -> Result<u64, BatchError> {
+        // Most varints of a record (deltas, small lengths, the header count) are one byte.
+        if let Some(&byte) = self.bytes.get(self.at) {
+            if byte & 0x80 == 0 {
+                self.at += 1;
+                return Ok(u64::from(byte));
+            }
+        }
         let rest = self.bytes.get(self.at..).unwrap_or_default();
         let mut value = 0u64;
         for (i, &byte) in rest.iter().take(max_bytes).enumerate() {

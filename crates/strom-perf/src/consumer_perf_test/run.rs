@@ -263,6 +263,7 @@ fn consume(
         // Kafka reads the clock once per poll, after it returns.
         let mut polled_ms = None;
         let mut batch_bytes = 0u64;
+        let mut latencies = histogram.runs();
         let n = consumer.consume(
             POLL_TIMEOUT_MS,
             BATCH,
@@ -271,7 +272,7 @@ fn consume(
                 handler(record);
                 batch_bytes += (record.key.len() + record.value.len()) as u64;
                 if let Some(ts) = record.timestamp {
-                    histogram.record((at - ts).max(0) as u64 * 1000);
+                    latencies.record((at - ts).max(0) as u64 * 1000);
                 }
             },
             |error| {
@@ -280,6 +281,7 @@ fn consume(
                 }
             },
         )? as u64;
+        drop(latencies);
         now_ms = polled_ms.unwrap_or_else(wall_ms);
         if n == 0 {
             continue;

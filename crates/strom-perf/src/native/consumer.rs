@@ -226,7 +226,7 @@ impl NativeConsumer {
         &mut self,
         timeout: Duration,
         max_records: usize,
-        on_record: &mut dyn FnMut(&Record<'_>),
+        on_record: &mut impl FnMut(&Record<'_>),
     ) -> Result<usize> {
         let state = &mut self.state;
         self.runtime
@@ -274,7 +274,7 @@ impl ConsumerState {
         &mut self,
         timeout: Duration,
         max_records: usize,
-        on_record: &mut dyn FnMut(&Record<'_>),
+        on_record: &mut impl FnMut(&Record<'_>),
     ) -> Result<usize> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
@@ -697,7 +697,7 @@ impl ConsumerState {
     fn drain(
         &mut self,
         max_records: usize,
-        on_record: &mut dyn FnMut(&Record<'_>),
+        on_record: &mut impl FnMut(&Record<'_>),
     ) -> Result<usize> {
         let mut handed = 0;
         while handed < max_records {
@@ -748,7 +748,7 @@ fn walk_batch(
     batch: &[u8],
     from: i64,
     inflated: &mut Vec<u8>,
-    on_record: &mut dyn FnMut(&Record<'_>),
+    on_record: &mut impl FnMut(&Record<'_>),
 ) -> Result<usize> {
     let codec = Codec::from_attributes(header.attributes).ok_or_else(|| {
         anyhow!(
