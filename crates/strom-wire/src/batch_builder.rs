@@ -76,9 +76,23 @@ impl BatchBuilder {
     /// arithmetic when the record fits even with the longest framing a record can have.
     #[inline]
     pub fn fits(&self, key_len: Option<usize>, value_len: Option<usize>, limit: usize) -> bool {
+        self.fits_at(self.base_timestamp, key_len, value_len, limit)
+    }
+
+    /// [`BatchBuilder::fits`] for a record with `timestamp`, whose delta from the batch's
+    /// first timestamp may take more than a byte: exact, for a producer that must not
+    /// fill a batch before its time.
+    #[inline]
+    pub fn fits_at(
+        &self,
+        timestamp: i64,
+        key_len: Option<usize>,
+        value_len: Option<usize>,
+        limit: usize,
+    ) -> bool {
         let payload = key_len.unwrap_or(0) + value_len.unwrap_or(0);
         self.len + MAX_RECORD_FRAMING + payload <= limit
-            || self.size_with(key_len, value_len) <= limit
+            || self.size_with(timestamp - self.base_timestamp, key_len, value_len) <= limit
     }
 
     /// Whether a batch holding only a record of these lengths (no headers) stays within
@@ -88,10 +102,15 @@ impl BatchBuilder {
         BATCH_HEADER_LEN + MAX_RECORD_FRAMING + payload <= limit
     }
 
-    /// The size the batch would have after appending a record of these lengths (no
-    /// headers, a timestamp delta of 0).
-    fn size_with(&self, key_len: Option<usize>, value_len: Option<usize>) -> usize {
-        let body = self.body_len(0, key_len, value_len, 0);
+    /// The size the batch would have after appending a record of these lengths and this
+    /// timestamp delta, without headers.
+    fn size_with(
+        &self,
+        timestamp_delta: i64,
+        key_len: Option<usize>,
+        value_len: Option<usize>,
+    ) -> usize {
+        let body = self.body_len(timestamp_delta, key_len, value_len, 0);
         self.len + varint_len(body as i64) + body
     }
 
@@ -365,7 +384,7 @@ mod tests {
             for limit in [i, i + 20, i + 61, i + 100, i * 2 + 70] {
                 assert_eq!(
                     builder.fits(Some(3), Some(i), limit),
-                    builder.size_with(Some(3), Some(i)) <= limit,
+                    builder.size_with(0, Some(3), Some(i)) <= limit,
                     "record {i}, limit {limit}"
                 );
             }
@@ -378,9 +397,28 @@ mod tests {
         let mut builder = BatchBuilder::new(Vec::new(), 0);
         for i in 0..200usize {
             let value = vec![1u8; i];
-            let predicted = builder.size_with(Some(3), Some(i));
+            let predicted = builder.size_with(0, Some(3), Some(i));
             builder.append(0, Some(b"key"), Some(&value), &[]);
             assert_eq!(builder.size(), predicted);
+        }
+    }
+
+    #[test]
+    fn fits_at_counts_the_timestamp_delta() {
+        let mut builder = BatchBuilder::new(Vec::new(), 1_000);
+        // Deltas up to 19 s: one-, two- and three-byte varints.
+        for i in 0..200usize {
+            let timestamp = 1_000 + i as i64 * 97;
+            let size = builder.size();
+            let exact = builder.size_with(timestamp - 1_000, None, Some(10));
+            assert!(builder.fits_at(timestamp, None, Some(10), exact));
+            assert!(
+                !builder.fits_at(timestamp, None, Some(10), exact - 1),
+                "record {i}, delta {}",
+                timestamp - 1_000
+            );
+            builder.append(timestamp, None, Some(&[0; 10]), &[]);
+            assert_eq!(builder.size(), exact, "grew by {}", builder.size() - size);
         }
     }
 }

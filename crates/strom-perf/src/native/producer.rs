@@ -162,17 +162,22 @@ impl OpenBatch {
 fn takes_early(
     open: Option<&OpenBatch>,
     due_ns: u64,
+    timestamp: i64,
     key_len: Option<usize>,
     value_len: usize,
     linger_ns: u64,
     batch_size: usize,
 ) -> bool {
+    // Without batching (`batch.size` 0) every record fills its batch.
+    let below_full = batch_size.saturating_sub(1);
     match open.filter(|open| open.builder.count() > 0) {
         Some(open) => {
-            due_ns < open.created_ns + linger_ns
-                && open.builder.fits(key_len, Some(value_len), batch_size - 1)
+            due_ns < open.created_ns.saturating_add(linger_ns)
+                && open
+                    .builder
+                    .fits_at(timestamp, key_len, Some(value_len), below_full)
         }
-        None => BatchBuilder::fits_alone(key_len, Some(value_len), batch_size - 1),
+        None => BatchBuilder::fits_alone(key_len, Some(value_len), below_full),
     }
 }
 
@@ -352,6 +357,7 @@ impl<H: DeliveryHandler> NativeProducer<H> {
         takes_early(
             self.partitions[partition].open.as_ref(),
             due_ns,
+            self.wall_offset_ms + clock::ms(due_ns) as i64,
             key.map(<[u8]>::len),
             value_len,
             self.config.linger.as_nanos() as u64,
@@ -470,9 +476,12 @@ impl<H: DeliveryHandler> NativeProducer<H> {
             let early = due_ns > now_ns;
             let value = values.value(index);
             let partition = self.partitioner.partition(None);
+            let sent_ns = Schedule::sent_ns(due_ns, now_ns);
+            let timestamp = self.wall_offset_ms + clock::ms(sent_ns) as i64;
             let open = self.partitions[partition].open.as_ref();
             if early {
-                if !takes_early(open, due_ns, None, value.len(), linger, batch_size) {
+                let len = value.len();
+                if !takes_early(open, due_ns, timestamp, None, len, linger, batch_size) {
                     break;
                 }
             } else if open.is_some_and(|o| {
@@ -482,8 +491,6 @@ impl<H: DeliveryHandler> NativeProducer<H> {
                 sealed = true;
                 continue;
             }
-            let sent_ns = Schedule::sent_ns(due_ns, now_ns);
-            let timestamp = self.wall_offset_ms + clock::ms(sent_ns) as i64;
             let open = self.open_batch(partition, timestamp, due_ns);
             open.append_unkeyed(timestamp, value, index, sent_ns);
             appended += 1;
@@ -1030,11 +1037,11 @@ mod tests {
     fn a_record_not_yet_due_goes_only_in_a_batch_that_will_not_leave_before_it_is_due() {
         let (linger, batch_size) = (5_000_000, 1000);
         assert!(
-            takes_early(None, 1_000_001, None, 10, linger, batch_size),
+            takes_early(None, 1_000_001, 0, None, 10, linger, batch_size),
             "a record that opens a batch starts its linger at its due time"
         );
         assert!(
-            !takes_early(None, 1_000_001, None, batch_size, linger, batch_size),
+            !takes_early(None, 1_000_001, 0, None, batch_size, linger, batch_size),
             "a record that fills a batch alone seals it at once"
         );
         let mut open = OpenBatch {
@@ -1046,23 +1053,25 @@ mod tests {
         assert!(takes_early(
             Some(&open),
             5_999_999,
+            0,
             None,
             10,
             linger,
             batch_size
         ));
         assert!(
-            !takes_early(Some(&open), 6_000_000, None, 10, linger, batch_size),
+            !takes_early(Some(&open), 6_000_000, 0, None, 10, linger, batch_size),
             "due when the batch has lingered out: it goes in a later batch"
         );
         let filling = batch_size - open.builder.size() - 8;
         assert!(
-            !takes_early(Some(&open), 2_000_000, None, filling, linger, batch_size),
+            !takes_early(Some(&open), 2_000_000, 0, None, filling, linger, batch_size),
             "a record that fills the batch seals it, which waits until it is due"
         );
         assert!(takes_early(
             Some(&open),
             2_000_000,
+            0,
             None,
             filling - 4,
             linger,
@@ -1072,6 +1081,7 @@ mod tests {
             !takes_early(
                 Some(&open),
                 2_000_000,
+                0,
                 Some(8),
                 filling - 4,
                 linger,

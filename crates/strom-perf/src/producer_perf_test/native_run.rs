@@ -116,8 +116,8 @@ impl DeliveryHandler for Deliveries {
                                 self.time(span);
                             }
                         }
-                        // Each record's from its own intended send time, which no record
-                        // is sent before.
+                        // Each record's from its own intended send time: no record's
+                        // batch leaves before it.
                         Some(schedule) => {
                             for index in run.first_index..run.first_index + n {
                                 let us = ack_ns.saturating_sub(schedule.due_ns(index)) / 1000;
@@ -215,10 +215,18 @@ pub fn run(
         while i < args.num_records {
             if warming_up && i == args.warmup_records {
                 warming_up = false;
+                // Throttled, the first steady record may go in before it is due; the
+                // steady state starts when it is.
+                let now_ns = clock::now_ns();
+                let start_ns = if throttled {
+                    now_ns.max(schedule.due_ns(i))
+                } else {
+                    now_ns
+                };
                 producer.handler.recorder.begin_steady_state(
                     args.num_records - args.warmup_records,
                     args.reporting_interval_ms,
-                    clock::ms(clock::now_ns()),
+                    clock::ms(start_ns),
                 );
             }
             if keys.is_none() {

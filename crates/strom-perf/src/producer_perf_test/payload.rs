@@ -21,15 +21,21 @@ use crate::java_random::SplittableRandom;
 /// The smallest pool: twice Kafka's default `message.max.bytes`.
 const MIN_POOL_BYTES: u64 = 2 << 20;
 
+/// Values in Kafka's order. Each variant remembers which record it last served and
+/// where that value lies, so that asking again for the same record (a send loop that
+/// looked at a value and then waited before appending it) gives the same value and
+/// leaves the sequence as it was.
 pub enum Payloads {
     Letters {
         pool: Vec<u8>,
         size: usize,
         offset: usize,
+        last: Option<(u64, usize)>,
     },
     File {
         entries: Vec<Vec<u8>>,
         random: SplittableRandom,
+        last: Option<(u64, usize)>,
     },
     Monotonic {
         buffer: Vec<u8>,
@@ -57,6 +63,7 @@ impl Payloads {
                     pool,
                     size: *size,
                     offset: 0,
+                    last: None,
                 }
             }
             PayloadSource::File { path, delimiter } => {
@@ -64,6 +71,7 @@ impl Payloads {
                 Payloads::File {
                     entries,
                     random: SplittableRandom::new(0),
+                    last: None,
                 }
             }
             PayloadSource::Monotonic => Payloads::Monotonic {
@@ -72,19 +80,32 @@ impl Payloads {
         })
     }
 
-    /// The value of record `i`.
+    /// The value of record `i`: the next one in Kafka's order, or the one record `i` was
+    /// given when it was asked for last.
     pub fn next(&mut self, i: u64) -> &[u8] {
         match self {
-            Payloads::Letters { pool, size, offset } => {
-                if *offset + *size > pool.len() {
-                    *offset = 0;
-                }
-                let start = *offset;
-                *offset += *size;
+            Payloads::Letters {
+                pool,
+                size,
+                offset,
+                last,
+            } => {
+                let start = remembered(last, i, || {
+                    if *offset + *size > pool.len() {
+                        *offset = 0;
+                    }
+                    let start = *offset;
+                    *offset += *size;
+                    start
+                });
                 &pool[start..start + *size]
             }
-            Payloads::File { entries, random } => {
-                let pick = random.next_int(entries.len() as u32) as usize;
+            Payloads::File {
+                entries,
+                random,
+                last,
+            } => {
+                let pick = remembered(last, i, || random.next_int(entries.len() as u32) as usize);
                 &entries[pick]
             }
             Payloads::Monotonic { buffer } => {
@@ -92,6 +113,20 @@ impl Payloads {
                 let _ = write!(buffer, "{i}");
                 buffer
             }
+        }
+    }
+}
+
+/// Where record `i`'s value lies: remembered in `last` if it was the record asked for
+/// last, else found by `next` (which moves the sequence on) and remembered.
+#[inline]
+fn remembered(last: &mut Option<(u64, usize)>, i: u64, next: impl FnOnce() -> usize) -> usize {
+    match *last {
+        Some((index, at)) if index == i => at,
+        _ => {
+            let at = next();
+            *last = Some((i, at));
+            at
         }
     }
 }
@@ -192,6 +227,27 @@ mod tests {
                 "batch.size {batch_size}"
             );
             assert!(pool.len() >= 2 * batch_size);
+        }
+    }
+
+    #[test]
+    fn asking_again_for_a_record_gives_its_value_and_keeps_the_sequence() {
+        let letters = PayloadSource::RecordSize(10);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("payloads.txt");
+        std::fs::write(&path, "a,bb,ccc,dddd,eeeee").unwrap();
+        let file = PayloadSource::File {
+            path: path.display().to_string(),
+            delimiter: ",".to_string(),
+        };
+        for source in [letters, file] {
+            let new = || Payloads::new(&source, 100, 16_384, &mut Vec::new()).unwrap();
+            let (mut once, mut twice) = (new(), new());
+            for i in 0..50 {
+                let first = twice.next(i).to_vec();
+                assert_eq!(twice.next(i), first, "record {i} asked for again");
+                assert_eq!(once.next(i), first, "record {i} in sequence");
+            }
         }
     }
 
