@@ -190,6 +190,41 @@ fn native_print_metrics_count_what_the_run_moved_under_the_java_clients_names() 
 }
 
 #[test]
+fn throttled_records_without_keys_fill_their_batches() {
+    let broker = StromBroker::start(&[]);
+    let b = broker.bootstrap();
+    create_topic(&b, "sticky", 6);
+    // Batches of about eight 100-byte records, full in 2 ms, long before the 5 ms linger
+    // ends: a record that does not fit must open the next sticky partition's batch
+    // (KIP-794), not a batch of its own on the partition just sealed, which would linger
+    // out with that one record before the sticky partition came back to it.
+    let output = stdout_of(&strom(&[
+        "producer-perf-test",
+        "--bootstrap-server",
+        &b,
+        "--topic",
+        "sticky",
+        "--num-records",
+        "2000",
+        "--record-size",
+        "100",
+        "--throughput",
+        "4000",
+        "--client",
+        "native",
+        "--print-metrics",
+        "--producer-props",
+        "batch.size=1000",
+    ]));
+    let metrics = printed_metrics(&output);
+    let batch_size = metrics["producer-metrics:batch-size-avg:{client-id=perf-producer-client}"];
+    assert!(
+        batch_size > 800.0,
+        "batches of {batch_size} bytes on average"
+    );
+}
+
+#[test]
 fn keyed_records_land_where_the_java_partitioner_puts_them() {
     let broker = StromBroker::start(&[]);
     let bootstrap = broker.bootstrap();

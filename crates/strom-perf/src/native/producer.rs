@@ -376,7 +376,7 @@ impl<H: DeliveryHandler> NativeProducer<H> {
         created_ns: u64,
         now_ns: u64,
     ) -> Result<bool> {
-        let partition = self.partitioner.partition(key);
+        let mut partition = self.partitioner.partition(key);
         let timestamp = self.wall_offset_ms + clock::ms(tag.sent_ns) as i64;
         let queue = &mut self.partitions[partition];
         let mut sealed = false;
@@ -389,6 +389,10 @@ impl<H: DeliveryHandler> NativeProducer<H> {
             if !fits && open.builder.count() > 0 {
                 self.seal(partition)?;
                 sealed = true;
+                // Sealing moved the sticky partition on: a record without a key opens
+                // the next partition's batch, as Kafka's does (KIP-794), not a batch of
+                // its own on the partition just sealed.
+                partition = self.partitioner.partition(key);
             }
         }
         let open = self.open_batch(partition, timestamp, created_ns);
