@@ -141,17 +141,6 @@ impl OpenBatch {
             });
         }
     }
-
-    /// Appends record `index`, without key or headers, sent at `sent_ns`.
-    #[inline(always)]
-    fn append_unkeyed(&mut self, timestamp: i64, value: &[u8], index: u64, sent_ns: u64) {
-        self.builder.append(timestamp, None, Some(value), &[]);
-        self.add(&RecordTag {
-            index,
-            sent_ns,
-            value_len: value.len() as u32,
-        });
-    }
 }
 
 /// Whether a throttled record that is not due yet may be appended now, to `open`, the
@@ -336,9 +325,14 @@ impl<H: DeliveryHandler> NativeProducer<H> {
         self.append_record(key, value, headers, tag, tag.sent_ns, tag.sent_ns)
     }
 
-    /// [`NativeProducer::append`] for a throttled record due at `due_ns`, which is now or
-    /// passed unless [`NativeProducer::takes_early`] allowed it: a batch it opens lingers
-    /// from its due time.
+    /// [`NativeProducer::append`] for a throttled record due at `due_ns`, if it may go in
+    /// at `now_ns`: when it is due, or before then where [`takes_early`] allows for the
+    /// batch of the partition its key picks. So the send loop runs up to a batch ahead
+    /// and wakes about once a batch (when a record that fills it is due, or the batch
+    /// lingers out) and once an answer, instead of every millisecond, while the batches
+    /// go out when, and with the records, they would if every record were appended at
+    /// its due time. A batch it opens lingers from its due time. Returns `None` when the
+    /// record must wait, else whether a batch was sealed.
     pub fn append_due(
         &mut self,
         key: Option<&[u8]>,
@@ -346,23 +340,24 @@ impl<H: DeliveryHandler> NativeProducer<H> {
         tag: RecordTag,
         due_ns: u64,
         now_ns: u64,
-    ) -> Result<bool> {
+    ) -> Result<Option<bool>> {
+        if due_ns > now_ns {
+            let partition = self.partitioner.partition(key);
+            let early = takes_early(
+                self.partitions[partition].open.as_ref(),
+                due_ns,
+                self.wall_offset_ms + clock::ms(tag.sent_ns) as i64,
+                key.map(<[u8]>::len),
+                value.len(),
+                self.config.linger.as_nanos() as u64,
+                self.config.batch_size,
+            );
+            if !early {
+                return Ok(None);
+            }
+        }
         self.append_record(key, value, &[], tag, due_ns, now_ns)
-    }
-
-    /// Whether a throttled record due at `due_ns`, after `now`, may be appended already
-    /// ([`takes_early`], for the batch of the partition its key picks).
-    pub fn takes_early(&self, key: Option<&[u8]>, value_len: usize, due_ns: u64) -> bool {
-        let partition = self.partitioner.partition(key);
-        takes_early(
-            self.partitions[partition].open.as_ref(),
-            due_ns,
-            self.wall_offset_ms + clock::ms(due_ns) as i64,
-            key.map(<[u8]>::len),
-            value_len,
-            self.config.linger.as_nanos() as u64,
-            self.config.batch_size,
-        )
+            .map(Some)
     }
 
     /// Appends one record to its partition's batch, opening it at `created_ns`, and seals
@@ -435,7 +430,12 @@ impl<H: DeliveryHandler> NativeProducer<H> {
                 full = true;
                 break;
             }
-            open.append_unkeyed(timestamp, value, index, sent_ns);
+            open.builder.append(timestamp, None, Some(value), &[]);
+            open.add(&RecordTag {
+                index,
+                sent_ns,
+                value_len: value.len() as u32,
+            });
             appended += 1;
             if open.builder.size() >= batch_size {
                 full = true;
@@ -450,64 +450,6 @@ impl<H: DeliveryHandler> NativeProducer<H> {
             self.seal_lingered(sent_ns)?;
         }
         Ok((appended, full || lingered))
-    }
-
-    /// Appends records `first_index..first_index + count` of a throttled run without keys
-    /// or headers, record `i` due at `schedule.due_ns(i)`: first those due by `now_ns`
-    /// (counted as sent now), then those due later that go in a batch which will not leave
-    /// before they are due ([`takes_early`]), each counted as sent in the millisecond it
-    /// is due. A batch lingers from the due time of the record that opened it. So the send
-    /// loop wakes about once a batch (when a record that fills it is due, or the batch
-    /// lingers out) and once an answer, instead of every millisecond, while the batches go
-    /// out when, and with the records, they would if every record were appended at its
-    /// due time. Returns how many records went in and whether a batch was sealed; none went
-    /// in when the next record is not due and must wait for its time.
-    pub fn append_scheduled(
-        &mut self,
-        values: &mut impl RecordValues,
-        first_index: u64,
-        count: u64,
-        schedule: &Schedule,
-        now_ns: u64,
-    ) -> Result<(u64, bool)> {
-        let batch_size = self.config.batch_size;
-        let linger = self.config.linger.as_nanos() as u64;
-        let mut appended = 0;
-        let mut sealed = false;
-        while appended < count {
-            let index = first_index + appended;
-            let due_ns = schedule.due_ns(index);
-            let early = due_ns > now_ns;
-            let value = values.value(index);
-            let partition = self.partitioner.partition(None);
-            let sent_ns = Schedule::sent_ns(due_ns, now_ns);
-            let timestamp = self.wall_offset_ms + clock::ms(sent_ns) as i64;
-            let open = self.partitions[partition].open.as_ref();
-            if early {
-                let len = value.len();
-                if !takes_early(open, due_ns, timestamp, None, len, linger, batch_size) {
-                    break;
-                }
-            } else if open.is_some_and(|o| {
-                o.builder.count() > 0 && !o.builder.fits(None, Some(value.len()), batch_size)
-            }) {
-                self.seal(partition)?;
-                sealed = true;
-                continue;
-            }
-            let open = self.open_batch(partition, timestamp, due_ns);
-            open.append_unkeyed(timestamp, value, index, sent_ns);
-            appended += 1;
-            if open.builder.size() >= batch_size {
-                self.seal(partition)?;
-                sealed = true;
-            }
-        }
-        if self.linger_deadline_ns.is_some_and(|d| now_ns >= d) {
-            self.seal_lingered(now_ns)?;
-            sealed = true;
-        }
-        Ok((appended, sealed))
     }
 
     /// The open batch of `partition`, opened at `sent_ns` if there is none; a batch's
@@ -546,7 +488,8 @@ impl<H: DeliveryHandler> NativeProducer<H> {
 
     /// Waits for one answer, the end of a linger or a retry backoff, or until `until_ns`,
     /// whichever comes first, and serves what became due: a throttled run's wait for its
-    /// next record, which may go in before it is due once a batch was sealed.
+    /// next record, which may go in before it is due once a batch was sealed
+    /// ([`NativeProducer::append_due`]).
     pub async fn idle(&mut self, until_ns: u64) -> Result<()> {
         self.wait(Some(until_ns)).await
     }

@@ -22,10 +22,11 @@ use crate::native::producer::{
 };
 use crate::progress::Progress;
 
-/// Unthrottled, one clock reading is the send time of up to this many records appended in
-/// a row, each within a microsecond or two of the reading (appending is a copy into the
-/// open batch, 20–40 ns a record); the clock is read again after any record that sealed a
-/// batch, since sealing can write to the network or wait. The reading cost a tenth of the
+/// One clock reading is the send time of up to this many records appended in a row, each
+/// within a microsecond or two of the reading (appending is a copy into the open batch,
+/// 20–40 ns a record); the clock is read again after any record that sealed a batch or
+/// waited, since sealing can write to the network or wait. Throttled, the reading also
+/// tells which records are due. The reading cost a tenth of the
 /// tool's CPU when taken for every record, and sharing it lets records sent together be
 /// appended and recorded together.
 const RECORDS_PER_CLOCK_READING: u64 = 32;
@@ -208,7 +209,7 @@ pub fn run(
         if throttled {
             producer.handler.schedule = Some(schedule);
         }
-        let mut sent_ns = 0;
+        let mut now_ns = 0;
         let mut reads_left = 0;
         let mut warming_up = args.warmup_records > 0;
         let mut i = 0;
@@ -229,7 +230,7 @@ pub fn run(
                     clock::ms(start_ns),
                 );
             }
-            if keys.is_none() {
+            if !throttled && keys.is_none() {
                 // Runs of records without keys go in a batch at a time, up to the end
                 // of the warm-up.
                 let end = if warming_up {
@@ -237,48 +238,42 @@ pub fn run(
                 } else {
                     args.num_records
                 };
-                let now_ns = clock::now_ns();
-                let (appended, sealed) = if throttled {
-                    producer.append_scheduled(&mut payloads, i, end - i, &schedule, now_ns)?
-                } else {
-                    let count = (end - i).min(RECORDS_PER_CLOCK_READING);
-                    producer.append_unkeyed(&mut payloads, i, count, now_ns)?
-                };
+                let count = (end - i).min(RECORDS_PER_CLOCK_READING);
+                let (appended, sealed) =
+                    producer.append_unkeyed(&mut payloads, i, count, clock::now_ns())?;
                 i += appended;
                 if sealed {
                     producer.send_sealed().await?;
-                } else if throttled && appended == 0 {
-                    // The next record must wait for its time, or for a batch to be sealed.
-                    producer.idle(schedule.due_ns(i)).await?;
                 }
                 continue;
             }
             let value = payloads.next(i);
             let key = keys.as_mut().map(|k| k.next(i));
+            if reads_left == 0 {
+                now_ns = clock::now_ns();
+                reads_left = RECORDS_PER_CLOCK_READING;
+            }
+            reads_left -= 1;
             let sealed = if throttled {
-                // A keyed record waits for its due time unless its partition's batch
-                // would hold it anyway, as records without keys do.
+                // A record waits for its due time unless its partition's batch would
+                // hold it anyway.
                 let due_ns = schedule.due_ns(i);
-                let mut now_ns = clock::now_ns();
-                while due_ns > now_ns && !producer.takes_early(key, value.len(), due_ns) {
+                loop {
+                    let tag = RecordTag {
+                        index: i,
+                        sent_ns: Schedule::sent_ns(due_ns, now_ns),
+                        value_len: value.len() as u32,
+                    };
+                    if let Some(sealed) = producer.append_due(key, value, tag, due_ns, now_ns)? {
+                        break sealed;
+                    }
                     producer.idle(due_ns).await?;
                     now_ns = clock::now_ns();
                 }
-                let tag = RecordTag {
-                    index: i,
-                    sent_ns: Schedule::sent_ns(due_ns, now_ns),
-                    value_len: value.len() as u32,
-                };
-                producer.append_due(key, value, tag, due_ns, now_ns)?
             } else {
-                if reads_left == 0 {
-                    sent_ns = clock::now_ns();
-                    reads_left = RECORDS_PER_CLOCK_READING;
-                }
-                reads_left -= 1;
                 let tag = RecordTag {
                     index: i,
-                    sent_ns,
+                    sent_ns: now_ns,
                     value_len: value.len() as u32,
                 };
                 producer.append(key, value, &[], tag)?
