@@ -23,8 +23,8 @@ const MIN_POOL_BYTES: u64 = 2 << 20;
 
 /// Values in Kafka's order. Each variant remembers which record it last served and
 /// where that value lies, so that asking again for the same record (a send loop that
-/// looked at a value and then waited before appending it) gives the same value and
-/// leaves the sequence as it was.
+/// looked at a value and found the batch full) gives the same value and leaves the
+/// sequence as it was.
 pub enum Payloads {
     Letters {
         pool: Vec<u8>,
