@@ -66,10 +66,12 @@ pub fn main(args: Vec<String>) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(threads) = config.num_io_threads {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        builder.worker_threads(threads.min(cores));
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("strom server: cannot start runtime: {e}");

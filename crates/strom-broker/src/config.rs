@@ -74,6 +74,12 @@ pub struct BrokerConfig {
     /// `num.recovery.threads.per.data.dir`: threads opening (and, after a crash,
     /// recovering) the partitions of each log dir at start-up, and closing them at shutdown.
     pub num_recovery_threads_per_data_dir: usize,
+    /// `num.io.threads`: how many threads handle requests, i.e. the async runtime's
+    /// workers, never more than the cores; `None` (unset) is one per core. Kafka's
+    /// request threads block on disk, so its default of 8 sizes a pool of mostly waiting
+    /// threads; strom's workers do not wait, and more of them than cores only adds
+    /// context switches. Brokers sharing one machine each take their share of its cores.
+    pub num_io_threads: Option<usize>,
     /// `max.partitions.per.request` (strom's own): the most partitions one CreateTopics
     /// topic or CreatePartitions request may add (INVALID_PARTITIONS beyond it), so one
     /// request cannot tie up the broker creating directories for minutes.
@@ -217,6 +223,7 @@ impl BrokerConfig {
             retention_check_interval_ms: 300_000,
             log_open_files_max: 4096,
             num_recovery_threads_per_data_dir: 1,
+            num_io_threads: None,
             max_partitions_per_request: 10_000,
             max_partitions_per_broker: 100_000,
             flush_scheduler_interval_ms: i64::MAX as u64,
@@ -294,6 +301,7 @@ impl BrokerConfig {
                 "num.recovery.threads.per.data.dir" => {
                     c.num_recovery_threads_per_data_dir = at_least(k, parse_num(k, v)?, 1)?
                 }
+                "num.io.threads" => c.num_io_threads = Some(at_least(k, parse_num(k, v)?, 1)?),
                 "max.partitions.per.request" => {
                     c.max_partitions_per_request = at_least(k, parse_num(k, v)?, 1)?
                 }
@@ -546,6 +554,15 @@ mod tests {
             let err = BrokerConfig::from_properties(&props(&[(key, value)])).unwrap_err();
             assert!(err.to_string().contains(reason), "{key}: {err}");
         }
+    }
+
+    #[test]
+    fn num_io_threads_sets_the_workers_and_is_at_least_one() {
+        assert_eq!(BrokerConfig::default().num_io_threads, None);
+        let c = BrokerConfig::from_properties(&props(&[("num.io.threads", "3")])).unwrap();
+        assert_eq!(c.num_io_threads, Some(3));
+        let err = BrokerConfig::from_properties(&props(&[("num.io.threads", "0")])).unwrap_err();
+        assert!(err.to_string().contains("num.io.threads"), "{err}");
     }
 
     #[test]

@@ -194,6 +194,10 @@ impl LocalCluster {
         // brokers.
         let brokers = nodes.iter().filter(|n| n.role != Role::Controller).count();
         let offsets_replication = brokers.clamp(1, 3);
+        // The nodes share this machine's cores: each handles requests on its share, so
+        // they do not wake more threads than there are cores to run them.
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let io_threads = (cores / nodes.len()).max(1);
         for node in &nodes {
             std::fs::create_dir_all(&node.dir)?;
             let host = &node.host;
@@ -222,6 +226,7 @@ impl LocalCluster {
                 format!("log.dirs={}", node.dir.join("data").display()),
                 "group.initial.rebalance.delay.ms=0".to_string(),
                 format!("offsets.topic.replication.factor={offsets_replication}"),
+                format!("num.io.threads={io_threads}"),
             ];
             lines.extend(spec.extra.iter().cloned());
             let config = node.dir.join("server.properties");
