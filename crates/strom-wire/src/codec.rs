@@ -87,15 +87,91 @@ pub fn decompress_into(
             Ok(())
         }
         Codec::Gzip => read_bounded(codec, flate2::read::MultiGzDecoder::new(data), limit, out),
-        Codec::Lz4 => {
-            let decoder = lz4::Decoder::new(data).map_err(|e| corrupt(codec, e))?;
-            read_bounded(codec, decoder, limit, out)
-        }
+        Codec::Lz4 => decompress_lz4(data, limit, out),
         Codec::Zstd => {
             let decoder = zstd::stream::read::Decoder::new(data).map_err(|e| corrupt(codec, e))?;
             read_bounded(codec, decoder, limit, out)
         }
         Codec::Snappy => decompress_snappy(data, limit, out),
+    }
+}
+
+/// The most bytes liblz4 is given room for at once: one 64 KiB block (the size Kafka's
+/// clients write), which it then decodes straight into `out`.
+const LZ4_BLOCK: usize = 64 * 1024;
+
+/// LZ4 frames decoded with liblz4's frame API straight into `out`. The `lz4` crate's
+/// reader copies its input into a buffer of its own first, and `Read::read_to_end` zeroes
+/// the output before each read: two extra passes over every byte a leader validates.
+fn decompress_lz4(data: &[u8], limit: usize, out: &mut Vec<u8>) -> Result<(), BatchError> {
+    let codec = Codec::Lz4;
+    let context = Lz4Decompression::new().map_err(|e| corrupt(codec, e))?;
+    let mut src = data;
+    loop {
+        if out.len() > limit {
+            return Err(corrupt(
+                codec,
+                format!("decompresses to more than {limit} bytes"),
+            ));
+        }
+        let room = (limit + 1 - out.len()).min(LZ4_BLOCK);
+        out.reserve(room);
+        let (mut written, mut read) = (room, src.len());
+        // SAFETY: `out` has `room` bytes of spare capacity from its length on, and `src`
+        // is `read` readable bytes; liblz4 writes at most `written` bytes there, reads at
+        // most `read`, and reports how many of each it did.
+        let hint = unsafe {
+            lz4::liblz4::LZ4F_decompress(
+                context.0,
+                out.as_mut_ptr().add(out.len()),
+                &mut written,
+                src.as_ptr(),
+                &mut read,
+                std::ptr::null(),
+            )
+        };
+        if let Err(e) = lz4::liblz4::check_error(hint) {
+            return Err(corrupt(codec, e));
+        }
+        // SAFETY: liblz4 initialised the `written` bytes after the length.
+        unsafe { out.set_len(out.len() + written) };
+        src = &src[read..];
+        // A hint of 0 ends a frame; another may follow. Otherwise liblz4 wants more
+        // input, or (when it filled `out`) more room for what it holds.
+        if hint == 0 && src.is_empty() {
+            break;
+        }
+        if (src.is_empty() && written < room) || (read == 0 && written == 0) {
+            return Err(corrupt(codec, "the frame is truncated"));
+        }
+    }
+    if out.len() > limit {
+        return Err(corrupt(
+            codec,
+            format!("decompresses to more than {limit} bytes"),
+        ));
+    }
+    Ok(())
+}
+
+/// A liblz4 frame decompression context, freed when dropped.
+struct Lz4Decompression(lz4::liblz4::LZ4FDecompressionContext);
+
+impl Lz4Decompression {
+    fn new() -> std::io::Result<Self> {
+        let mut context = lz4::liblz4::LZ4FDecompressionContext(std::ptr::null_mut());
+        // SAFETY: liblz4 fills `context` with a context of its own allocation.
+        lz4::liblz4::check_error(unsafe {
+            lz4::liblz4::LZ4F_createDecompressionContext(&mut context, lz4::liblz4::LZ4F_VERSION)
+        })?;
+        Ok(Self(context))
+    }
+}
+
+impl Drop for Lz4Decompression {
+    fn drop(&mut self) {
+        // SAFETY: created by `LZ4F_createDecompressionContext` and freed only here.
+        unsafe { lz4::liblz4::LZ4F_freeDecompressionContext(self.0) };
     }
 }
 
@@ -237,6 +313,24 @@ mod tests {
                 "{codec:?}"
             );
         }
+    }
+
+    #[test]
+    fn lz4_frames_one_after_another_decompress_and_a_cut_or_damaged_one_is_refused() {
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i % 26) as u8 + b'A').collect();
+        let frame = compress(Codec::Lz4, 0, &data).unwrap();
+        let two = [frame.clone(), frame.clone()].concat();
+        assert_eq!(
+            decompress(Codec::Lz4, &two, 1 << 20).unwrap(),
+            [data.clone(), data].concat()
+        );
+        for cut in [0, 3, 7, frame.len() / 2, frame.len() - 1] {
+            let err = decompress(Codec::Lz4, &frame[..cut], 1 << 20).unwrap_err();
+            assert!(err.to_string().contains("Lz4"), "cut at {cut}: {err}");
+        }
+        let mut damaged = frame;
+        damaged[4] ^= 0xff;
+        assert!(decompress(Codec::Lz4, &damaged, 1 << 20).is_err());
     }
 
     #[test]
