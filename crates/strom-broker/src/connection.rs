@@ -165,7 +165,7 @@ fn queued_size(response: &Response) -> usize {
         .iter()
         .map(|part| match part {
             FramePart::Bytes(bytes) => bytes.len(),
-            FramePart::File(slice) => slice.len(),
+            FramePart::File(records) => records.len(),
         })
         .sum()
 }

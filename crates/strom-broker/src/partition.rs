@@ -954,8 +954,9 @@ impl Partition {
 /// the file.
 const SEND_FROM_FILE_MIN_BYTES: usize = 256 * 1024;
 
-/// The records a fetch returns from one partition.
-#[derive(Debug)]
+/// The records a fetch returns from one partition. Either way they are not copied into
+/// the response: the connection writes them from where they lie.
+#[derive(Debug, Clone)]
 pub enum FetchedRecords {
     /// Read into memory (a small read).
     Memory(Bytes),

@@ -1,9 +1,10 @@
 //! Writes a connection's responses in order, as they come from its handlers.
 //!
-//! Responses that are ready together go out together: their in-memory parts are gathered
-//! into one write. A fetch's records are not in memory but ranges of segment files, sent
-//! from the page cache to the socket with `sendfile` (Kafka's zero-copy `transferTo`), so
-//! the broker neither reads them nor copies them into the response. While a response with
+//! Responses that are ready together go out together: their in-memory parts, a small
+//! fetch's records among them, are handed to the socket in one vectored write, never
+//! copied into one buffer. A large fetch's records are ranges of segment files, sent from
+//! the page cache to the socket with `sendfile` (Kafka's zero-copy `transferTo`), so the
+//! broker neither reads them nor copies them into the response. While a response with
 //! such ranges is written the socket is corked (`TCP_CORK`), so its header, records and
 //! the fields between them leave in full segments rather than one small segment per part
 //! (the socket is otherwise `TCP_NODELAY`).
@@ -17,11 +18,11 @@
 //! connection is closed, as Kafka closes it, and the client fetches again.
 
 use std::future::Future;
-use std::io;
+use std::io::{self, IoSlice};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::{Buf, Bytes};
 use strom_log::LogSlice;
 use strom_wire::FramePart;
 use tokio::io::{AsyncWriteExt, Interest};
@@ -29,6 +30,10 @@ use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
 use crate::handlers::Response;
+use crate::partition::FetchedRecords;
+
+/// The most buffers one `writev` takes (Linux's `IOV_MAX`).
+const MAX_IOVECS: usize = 1024;
 
 /// A response waiting for the writer, with its share of the connection's allowance of
 /// queued bytes, given back once it is written.
@@ -44,7 +49,7 @@ pub async fn write_responses(
     mut rx: mpsc::Receiver<Queued>,
     stall: Duration,
 ) {
-    let mut pending = BytesMut::new();
+    let mut pending = Vec::new();
     let mut ready = Vec::new();
     while let Some(first) = rx.recv().await {
         ready.push(first);
@@ -62,11 +67,12 @@ pub async fn write_responses(
     let _ = writer.shutdown().await;
 }
 
-/// Writes `ready` (emptying it) in order.
+/// Writes `ready` (emptying it) in order; `pending` gathers the in-memory parts between
+/// file ranges.
 async fn write_ready(
     writer: &mut OwnedWriteHalf,
     ready: &mut Vec<Queued>,
-    pending: &mut BytesMut,
+    pending: &mut Vec<Bytes>,
     stall: Duration,
 ) -> io::Result<()> {
     if let [only] = ready.as_slice() {
@@ -76,27 +82,67 @@ async fn write_ready(
             return Ok(());
         }
     }
-    let corked = ready.iter().any(|q| q.response.as_bytes().is_none());
+    let corked = ready.iter().any(|q| {
+        q.response
+            .parts()
+            .iter()
+            .any(|p| matches!(p, FramePart::File(FetchedRecords::File(_))))
+    });
     if corked {
         set_cork(writer, true)?;
     }
     for queued in ready.drain(..) {
         for part in queued.response.into_parts() {
             match part {
-                FramePart::Bytes(bytes) => pending.extend_from_slice(&bytes),
-                FramePart::File(slice) => {
-                    write_all(writer, pending, stall).await?;
-                    pending.clear();
+                FramePart::Bytes(bytes) | FramePart::File(FetchedRecords::Memory(bytes)) => {
+                    if !bytes.is_empty() {
+                        pending.push(bytes);
+                    }
+                }
+                FramePart::File(FetchedRecords::File(slice)) => {
+                    write_all_vectored(writer, pending, stall).await?;
                     send_file(writer, &slice, stall).await?;
                 }
             }
         }
     }
-    write_all(writer, pending, stall).await?;
-    pending.clear();
+    write_all_vectored(writer, pending, stall).await?;
     if corked {
         set_cork(writer, false)?;
     }
+    Ok(())
+}
+
+/// Writes all of `parts` (emptying it) with as few `writev`s as the socket allows, failing
+/// when it takes none of them for `stall`.
+async fn write_all_vectored(
+    writer: &mut OwnedWriteHalf,
+    parts: &mut Vec<Bytes>,
+    stall: Duration,
+) -> io::Result<()> {
+    let mut first = 0;
+    while first < parts.len() {
+        let slices: Vec<IoSlice<'_>> = parts[first..]
+            .iter()
+            .take(MAX_IOVECS)
+            .map(|b| IoSlice::new(b))
+            .collect();
+        let mut written = within(stall, writer.write_vectored(&slices)).await?;
+        drop(slices);
+        if written == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        while written > 0 {
+            let part = &mut parts[first];
+            let n = written.min(part.len());
+            part.advance(n);
+            written -= n;
+            if part.is_empty() {
+                first += 1;
+            }
+        }
+    }
+    parts.clear();
     Ok(())
 }
 
@@ -189,4 +235,48 @@ fn set_cork(writer: &OwnedWriteHalf, on: bool) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::AsyncReadExt;
+    use tokio::net::{TcpListener, TcpStream};
+
+    use super::*;
+
+    /// Parts of every size, more of them than one `writev` takes and more bytes than the
+    /// socket buffers hold, reach a reader that takes them slowly whole and in order.
+    #[tokio::test]
+    async fn vectored_writes_resume_where_a_partial_write_stopped() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap());
+        let (client, accepted) = tokio::join!(client, listener.accept());
+        let (mut reader, (server, _)) = (client.unwrap(), accepted.unwrap());
+        let (_read_half, mut writer) = server.into_split();
+        let mut parts: Vec<Bytes> = (0..3000u32)
+            .map(|i| {
+                let len = [1, 7, 100, 4096, 65_537][i as usize % 5];
+                Bytes::from(vec![(i % 251) as u8; len])
+            })
+            .collect();
+        let expected: Vec<u8> = parts.iter().flat_map(|b| b.iter().copied()).collect();
+        let total = expected.len();
+        let read = tokio::spawn(async move {
+            let mut got = Vec::with_capacity(total);
+            let mut chunk = vec![0u8; 3000];
+            while got.len() < total {
+                let n = reader.read(&mut chunk).await.unwrap();
+                assert!(n > 0, "the writer closed early");
+                got.extend_from_slice(&chunk[..n]);
+                tokio::task::yield_now().await;
+            }
+            got
+        });
+        write_all_vectored(&mut writer, &mut parts, Duration::from_secs(30))
+            .await
+            .unwrap();
+        assert!(parts.is_empty());
+        drop(writer);
+        assert!(read.await.unwrap() == expected, "bytes differ");
+    }
 }

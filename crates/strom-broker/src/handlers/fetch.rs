@@ -15,8 +15,9 @@
 //! session stands for, and the answer is then cut to what changed.
 //!
 //! Records are not copied into the response: each partition's batches go out as a range
-//! of their segment file, which the connection sends with `sendfile` (small reads are
-//! read into the response instead; see [`FetchedRecords`]).
+//! of their segment file, which the connection sends with `sendfile`, or, for a small
+//! read, as the buffer they were read into, written beside the encoded fields with one
+//! vectored write (see [`FetchedRecords`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,7 +30,6 @@ use kafka_protocol::messages::fetch_response::{
 };
 use kafka_protocol::messages::{FetchRequest, FetchResponse};
 use kafka_protocol::ResponseError;
-use strom_log::LogSlice;
 use strom_metadata::BrokerId;
 use strom_wire::TransferableRecords;
 use tokio::sync::Notify;
@@ -56,7 +56,7 @@ pub const MAX_WAIT_CAP_MS: u64 = 30_000;
 pub async fn handle(
     ctx: &RequestContext<'_>,
     req: FetchRequest,
-) -> (FetchResponse, TransferableRecords<LogSlice>) {
+) -> (FetchResponse, TransferableRecords<FetchedRecords>) {
     let sessions = &ctx.state.fetch_sessions;
     match sessions.prepare(req, ctx.version, Instant::now()) {
         Ok((req, session)) => {
@@ -76,7 +76,7 @@ pub async fn handle(
 async fn serve(
     ctx: &RequestContext<'_>,
     req: &FetchRequest,
-) -> (FetchResponse, TransferableRecords<LogSlice>) {
+) -> (FetchResponse, TransferableRecords<FetchedRecords>) {
     let wait_ms = (req.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP_MS);
     let deadline = Instant::now() + Duration::from_millis(wait_ms);
     let waiter = Arc::new(Notify::new());
@@ -191,7 +191,12 @@ fn read_all(
     req: &FetchRequest,
     partitions: &[Requested],
     follower: bool,
-) -> (FetchResponse, TransferableRecords<LogSlice>, usize, bool) {
+) -> (
+    FetchResponse,
+    TransferableRecords<FetchedRecords>,
+    usize,
+    bool,
+) {
     let mut transferable = TransferableRecords::default();
     let mut remaining = (req.max_bytes.max(0) as usize).min(ctx.state.config.fetch_max_bytes);
     let mut total = 0usize;
@@ -267,14 +272,13 @@ fn read_all(
                     .with_high_watermark(read.high_watermark)
                     .with_last_stable_offset(read.high_watermark)
                     .with_log_start_offset(read.log_start_offset);
-                let records = read.records.and_then(|records| match records {
-                    FetchedRecords::Memory(bytes) => Ok(bytes),
-                    FetchedRecords::File(slice) => {
-                        let len = slice.len();
-                        match transferable.stand_in(slice.clone(), len) {
-                            Some(stand_in) => Ok(stand_in),
-                            None => slice.read(),
-                        }
+                let records = read.records.and_then(|records| {
+                    match transferable.stand_in(records.clone(), records.len()) {
+                        Some(stand_in) => Ok(stand_in),
+                        None => match records {
+                            FetchedRecords::Memory(bytes) => Ok(bytes),
+                            FetchedRecords::File(slice) => slice.read(),
+                        },
                     }
                 });
                 match records {

@@ -25,7 +25,7 @@ pub async fn handle(ctx: &RequestContext<'_>, req: JoinGroupRequest) -> JoinGrou
         member_id: req.member_id.to_string(),
         group_instance_id: req.group_instance_id.map(|s| s.to_string()),
         client_id: ctx.client_id.to_string(),
-        client_host: ctx.client_host.clone(),
+        client_host: ctx.client_host(),
         session_timeout_ms: req.session_timeout_ms,
         rebalance_timeout_ms: if ctx.version >= REBALANCE_TIMEOUT_SINCE {
             req.rebalance_timeout_ms

@@ -9,12 +9,12 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestKind};
-use strom_log::LogSlice;
 use strom_wire::request::peek_header;
 use strom_wire::{
     decode_request, encode_response, encode_response_frame, ResponseFrame, WireError,
 };
 
+use crate::partition::FetchedRecords;
 use crate::BrokerState;
 
 pub mod alter_configs;
@@ -81,15 +81,24 @@ pub struct RequestContext<'a> {
     pub version: i16,
     /// The header's client id (group members are described with it).
     pub client_id: &'a str,
-    /// The client's address as Kafka shows it in DescribeGroups (`/127.0.0.1`).
-    pub client_host: String,
+    /// The client's address.
+    pub peer: SocketAddr,
     /// The listener the request came in on: brokers are described by their endpoint of
     /// that listener, as Kafka does.
     pub listener: &'a str,
 }
 
-/// A response frame: encoded bytes, and for a fetch the log ranges its records lie in.
-pub type Response = ResponseFrame<LogSlice>;
+impl RequestContext<'_> {
+    /// The client's address as Kafka shows it in DescribeGroups (`/127.0.0.1`); formatted
+    /// only by the requests that keep it, not for every request.
+    pub fn client_host(&self) -> String {
+        format!("/{}", self.peer.ip())
+    }
+}
+
+/// A response frame: encoded bytes, and for a fetch its records where they lie (log ranges,
+/// or what was read into memory).
+pub type Response = ResponseFrame<FetchedRecords>;
 
 /// Handles one request frame. `Ok(None)` means no response is sent (produce with
 /// acks=0); `Err` means the connection must be closed.
@@ -119,7 +128,7 @@ pub async fn handle(
         state,
         version,
         client_id,
-        client_host: format!("/{}", peer.ip()),
+        peer,
         listener,
     };
     let key = prefix.api_key;
