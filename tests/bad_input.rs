@@ -20,6 +20,8 @@ use common::raw::{
 };
 use common::StromBroker;
 
+/// The bytes of a record batch before its records.
+const BATCH_HEADER: usize = 61;
 const CORRUPT_MESSAGE: i16 = 2;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const MESSAGE_TOO_LARGE: i16 = 10;
@@ -358,6 +360,35 @@ fn a_batch_holding_more_records_than_its_count_gets_invalid_record() {
     assert_eq!(conn.produce("counts", three.into()).0, INVALID_RECORD);
     assert_eq!(conn.produce("counts", batch(&[b"next"])), (0, 0));
     assert_broker_serves_others(&broker, "a batch with a wrong count");
+    assert_clean_shutdown(broker);
+}
+
+/// Records whose length prefixes add up but whose fields do not parse: Kafka's validator
+/// parses every record and refuses them, so no consumer is handed them.
+#[test]
+fn records_that_do_not_parse_get_invalid_record() {
+    let broker = StromBroker::start(&[]);
+    let mut conn = Conn::open(&broker);
+    assert_eq!(conn.create_topic("fields"), 0);
+    let with_records = |count: i32, section: &[u8]| {
+        let mut b = batch(&[b"x"])[..BATCH_HEADER].to_vec();
+        b.extend_from_slice(section);
+        let length = (b.len() - 12) as i32;
+        b[8..12].copy_from_slice(&length.to_be_bytes());
+        b[23..27].copy_from_slice(&(count - 1).to_be_bytes());
+        b[57..61].copy_from_slice(&count.to_be_bytes());
+        fix_crc(&mut b);
+        b
+    };
+    // Three records of length 0, too short for their attributes.
+    let empty = with_records(3, &[0, 0, 0]);
+    // One record (null key and value) whose header count says 2^31 - 1.
+    let headers = with_records(1, &[20, 0, 0, 0, 1, 1, 0xfe, 0xff, 0xff, 0xff, 0x0f]);
+    for bad in [empty, headers] {
+        assert_eq!(conn.produce("fields", bad.into()).0, INVALID_RECORD);
+    }
+    assert_eq!(conn.produce("fields", batch(&[b"next"])), (0, 0));
+    assert_broker_serves_others(&broker, "records that do not parse");
     assert_clean_shutdown(broker);
 }
 

@@ -249,6 +249,27 @@ fn a_compressed_batch_that_inflates_past_the_limit_is_refused() {
     }
 }
 
+/// A topic whose `max.message.bytes` a client raised to 2 GiB still bounds what one batch
+/// may inflate to in the broker's memory.
+#[test]
+fn a_bomb_is_refused_whatever_max_message_bytes_allows() {
+    let root = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        max_message_bytes: i32::MAX as usize,
+        ..LogConfig::default()
+    };
+    let mut log = open(&partition_dir(root.path()), config, true);
+    // 300 records of 1 MiB of one byte: 300 MiB inflated, a few kB zstd.
+    let bomb = compressed(BatchSpec::new(300, 1 << 20), Codec::Zstd);
+    assert!(bomb.len() < 100_000, "{}", bomb.len());
+    match log.append(&bomb, NOW) {
+        Err(LogError::InvalidBatch(BatchError::Compression(m))) => {
+            assert!(m.contains(&format!("more than {}", 256 << 20)), "{m}")
+        }
+        other => panic!("expected a compression error, got {other:?}"),
+    }
+}
+
 /// A segment whose only batch claims offsets 0 ..= i32::MAX - 1, as a log written before
 /// validation could hold.
 fn write_wide_segment(dir: &std::path::Path) {

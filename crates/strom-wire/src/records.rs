@@ -1,23 +1,50 @@
-//! Record-level access for the paths that need it: ListOffsets by timestamp decodes one
-//! batch with the protocol crate's decoder; produce validation walks an uncompressed
-//! records section with [`for_each_record`], parsing only varints.
+//! Record-level access for the paths that need it: ListOffsets by timestamp and produce
+//! validation walk a records section with [`walk_records`], parsing only varints, never
+//! decoding records into owned values.
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 
-use crate::BatchError;
+use crate::codec::{self, Codec};
+use crate::{BatchError, RecordBatchHeader, BATCH_HEADER_LEN};
+
+/// The most bytes a stored batch's records are decompressed to when searched by timestamp:
+/// the producer's batch passed validation under a limit at most this large.
+const SEARCH_DECOMPRESSED_LIMIT: usize = 64 << 20;
 
 /// The offset and timestamp of the first record in `batch` whose timestamp is at least
-/// `timestamp`, or `None` if there is none or the batch cannot be decoded.
+/// `timestamp`, or `None` if there is none or the batch cannot be read. The records are
+/// walked where they lie (after decompression), so nothing a stored record claims, such
+/// as a header count of two billion, makes the broker allocate by it.
 pub fn first_record_at_or_after(batch: &[u8], timestamp: i64) -> Option<(i64, i64)> {
-    let mut bytes = Bytes::copy_from_slice(batch);
-    let set = RecordBatchDecoder::decode(&mut bytes).ok()?;
-    set.records
-        .iter()
-        .find(|r| r.timestamp >= timestamp)
-        .map(|r| (r.offset, r.timestamp))
+    let header = RecordBatchHeader::parse(batch).ok()?;
+    let section = batch.get(BATCH_HEADER_LEN..header.total_len())?;
+    let decompressed;
+    let records = match Codec::from_attributes(header.attributes)? {
+        Codec::None => section,
+        codec => {
+            decompressed = codec::decompress(codec, section, SEARCH_DECOMPRESSED_LIMIT).ok()?;
+            &decompressed
+        }
+    };
+    let mut found = None;
+    let walked = walk_records(records, header.record_count, |record| {
+        let record_timestamp = if header.is_log_append_time() {
+            header.max_timestamp
+        } else {
+            header.base_timestamp + record.timestamp_delta
+        };
+        if found.is_none() && record_timestamp >= timestamp {
+            found = Some((
+                header.base_offset + i64::from(record.offset_delta),
+                record_timestamp,
+            ));
+        }
+        Ok(())
+    });
+    found.filter(|_| walked.is_ok())
 }
 
 /// One uncompressed batch (magic 2, no producer id, no headers) of `records` as (key,
@@ -145,14 +172,6 @@ pub fn walk_records<'a>(
             value,
         })
     })
-}
-
-/// Checks that an uncompressed records section holds exactly `count` records by their
-/// length prefixes alone, without parsing the records: what every produce needs (the
-/// header's count cannot lie about the records), at a fraction of [`for_each_record`]'s
-/// cost, which only topics that inspect records (compaction, timestamp bounds) pay.
-pub fn check_record_lengths(records: &[u8], count: i32) -> Result<(), BatchError> {
-    walk_lengths(records, count, |_, _| Ok(()))
 }
 
 /// Splits a records section into its `count` records by their length prefixes, handing
@@ -287,6 +306,39 @@ mod tests {
     }
 
     #[test]
+    fn the_first_record_at_a_timestamp_is_found_in_plain_and_compressed_batches() {
+        let batch = encoded(&[Some("a"), Some("b"), Some("c")]);
+        assert_eq!(first_record_at_or_after(&batch, 0), Some((0, 1_000)));
+        assert_eq!(first_record_at_or_after(&batch, 1_001), Some((1, 1_001)));
+        assert_eq!(first_record_at_or_after(&batch, 1_003), None);
+        let header = RecordBatchHeader::parse(&batch).unwrap();
+        let packed = codec::compress(Codec::Lz4, 0, &batch[BATCH_HEADER_LEN..]).unwrap();
+        let compressed = header.encode_rebuilt(
+            header.attributes | Codec::Lz4 as i16,
+            header.max_timestamp,
+            &packed,
+        );
+        assert_eq!(
+            first_record_at_or_after(&compressed, 1_002),
+            Some((2, 1_002))
+        );
+    }
+
+    /// A stored record whose header count says two billion (its length prefix covering
+    /// only the bytes present, as produce validation once let through) is not found. The
+    /// walk reads varints only; the protocol crate's decoder, used here before, reserved
+    /// a map for 2^31 headers, 4 GiB touched on every ListOffsets by timestamp.
+    #[test]
+    fn a_record_claiming_two_billion_headers_is_skipped() {
+        let mut record = vec![0u8, 0, 0, 1, 1];
+        record.extend_from_slice(&[0xfe, 0xff, 0xff, 0xff, 0x0f]);
+        let mut body = vec![(record.len() as u8) << 1];
+        body.extend_from_slice(&record);
+        let batch = crate::batch::tests::sample_batch(1, &body);
+        assert_eq!(first_record_at_or_after(&batch, 0), None);
+    }
+
+    #[test]
     fn walks_every_record_with_its_key_and_timestamp() {
         let batch = encoded(&[Some("a"), None, Some("ccc")]);
         let mut seen = Vec::new();
@@ -315,14 +367,18 @@ mod tests {
         assert!(more.to_string().contains("premature EOF"), "{more}");
     }
 
+    /// What a check of the length prefixes alone let through: records too short to hold
+    /// their fields, and one claiming two billion headers.
     #[test]
-    fn lengths_alone_catch_a_count_that_does_not_match() {
-        let batch = encoded(&[Some("a"), Some("b"), Some("c")]);
-        let body = &batch[crate::BATCH_HEADER_LEN..];
-        assert!(check_record_lengths(body, 3).is_ok());
-        assert!(check_record_lengths(body, 1).is_err());
-        assert!(check_record_lengths(body, 4).is_err());
-        assert!(check_record_lengths(&body[..body.len() - 1], 3).is_err());
+    fn records_that_do_not_parse_are_refused_whatever_their_lengths_say() {
+        let err = for_each_record(&[0, 0, 0], 3, |_| Ok(())).unwrap_err();
+        assert!(err.is_invalid_record(), "{err}");
+        let mut record = vec![0u8, 0, 0, 1, 1];
+        record.extend_from_slice(&[0xfe, 0xff, 0xff, 0xff, 0x0f]);
+        let mut body = vec![(record.len() as u8) << 1];
+        body.extend_from_slice(&record);
+        let err = for_each_record(&body, 1, |_| Ok(())).unwrap_err();
+        assert!(err.is_invalid_record(), "{err}");
     }
 
     #[test]
