@@ -26,6 +26,7 @@ const CORRUPT_MESSAGE: i16 = 2;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const MESSAGE_TOO_LARGE: i16 = 10;
 const INVALID_TOPIC_EXCEPTION: i16 = 17;
+const INVALID_REQUEST: i16 = 42;
 const UNSUPPORTED_VERSION: i16 = 35;
 const TOPIC_ALREADY_EXISTS: i16 = 36;
 const ILLEGAL_GENERATION: i16 = 22;
@@ -286,7 +287,7 @@ fn produce_to_a_missing_topic_without_auto_create_gets_unknown_topic() {
 }
 
 #[test]
-fn create_topics_with_an_invalid_name_gets_invalid_topic_exception() {
+fn create_topics_checks_names_as_kafka_does() {
     let broker = StromBroker::start(&[]);
     let mut conn = Conn::open(&broker);
     let too_long = "t".repeat(250);
@@ -306,6 +307,13 @@ fn create_topics_with_an_invalid_name_gets_invalid_topic_exception() {
         );
     }
     assert_eq!(conn.create_topic("good.name_with-chars"), 0);
+    // The longest legal name: its `.json.tmp` once passed the file name limit.
+    assert_eq!(conn.create_topic(&"t".repeat(249)), 0);
+    assert_eq!(
+        conn.create_topic("__cluster_metadata"),
+        INVALID_REQUEST,
+        "the metadata log's topic"
+    );
     assert_broker_serves_others(&broker, "invalid topic names");
     assert_clean_shutdown(broker);
 }

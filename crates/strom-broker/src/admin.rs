@@ -55,8 +55,7 @@ impl TopicSpec {
 /// standalone node check it: the topic name, the partition count and its limit, and every
 /// config value (normalized as the controller records it).
 fn validated(spec: &TopicSpec, state: &BrokerState) -> Result<BTreeMap<String, String>, ApiError> {
-    crate::topic::validate_topic_name(&spec.name)
-        .map_err(|m| ApiError::new(ResponseError::InvalidTopicException, m))?;
+    crate::topic::check_creatable(&spec.name)?;
     if spec.assignments.is_empty() && spec.partitions < 1 {
         return Err(ApiError::new(
             ResponseError::InvalidPartitions,

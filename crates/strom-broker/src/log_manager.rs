@@ -28,7 +28,7 @@ use tokio::sync::Notify;
 use uuid::Uuid;
 
 use crate::partition::Partition;
-use crate::topic::{validate_topic_name, Topic, TopicRecord};
+use crate::topic::{check_creatable, Topic, TopicRecord};
 use crate::{log_dir_workers, now_ms, open_files_limit, topic_config};
 use crate::{ApiError, BrokerConfig, BrokerError};
 
@@ -42,7 +42,7 @@ const METADATA_DIR: &str = "__strom_metadata";
 const META_PROPERTIES: &str = "meta.properties";
 /// The metadata log's directory (`__cluster_metadata-0`), which is not a partition of
 /// this broker's.
-const METADATA_LOG_PREFIX: &str = "__cluster_metadata";
+const METADATA_LOG_PREFIX: &str = crate::topic::CLUSTER_METADATA_TOPIC;
 /// Up to this many partitions to close, each is fsynced on its own (in parallel); above
 /// it one `syncfs` per log dir is cheaper than an fsync per file.
 const FSYNC_EACH_UP_TO: usize = 64;
@@ -552,8 +552,7 @@ impl LogManager {
         configs: BTreeMap<String, String>,
         validate_only: bool,
     ) -> Result<Arc<Topic>, ApiError> {
-        validate_topic_name(name)
-            .map_err(|m| ApiError::new(ResponseError::InvalidTopicException, m))?;
+        check_creatable(name)?;
         if partitions < 1 {
             return Err(ApiError::new(
                 ResponseError::InvalidPartitions,

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fs;
+use std::io::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -73,15 +74,17 @@ impl TopicRecord {
 }
 
 impl TopicRecord {
-    /// Writes the record atomically (temp file, fsync, rename).
+    /// Writes the record atomically (temp file, fsync, rename). The temp file has a short
+    /// name of its own: `{name}.json.tmp` would pass the 255-byte file name limit for the
+    /// longest names Kafka allows (249 characters).
     pub fn write(&self, dir: &Path, name: &str) -> Result<(), BrokerError> {
         fs::create_dir_all(dir)?;
         let path = dir.join(format!("{name}.json"));
-        let tmp = dir.join(format!("{name}.json.tmp"));
         let json = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
-        fs::write(&tmp, json)?;
-        fs::File::open(&tmp)?.sync_all()?;
-        fs::rename(tmp, path)?;
+        let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+        tmp.write_all(&json)?;
+        tmp.as_file().sync_all()?;
+        tmp.persist(path).map_err(|e| e.error)?;
         Ok(())
     }
 
@@ -115,6 +118,26 @@ impl TopicRecord {
     }
 }
 
+/// The metadata log's topic, which no client may create: its partition's directory would
+/// be the metadata log's own (`__cluster_metadata-0`).
+pub const CLUSTER_METADATA_TOPIC: &str = "__cluster_metadata";
+
+/// Checks that a topic named `name` may be created (CreateTopics, auto-creation), with
+/// Kafka's errors: INVALID_TOPIC_EXCEPTION for an illegal name, INVALID_REQUEST for the
+/// metadata log's.
+pub fn check_creatable(name: &str) -> Result<(), crate::ApiError> {
+    use kafka_protocol::ResponseError;
+    validate_topic_name(name)
+        .map_err(|m| crate::ApiError::new(ResponseError::InvalidTopicException, m))?;
+    if name == CLUSTER_METADATA_TOPIC {
+        return Err(crate::ApiError::new(
+            ResponseError::InvalidRequest,
+            format!("Creation of internal topic {CLUSTER_METADATA_TOPIC} is prohibited."),
+        ));
+    }
+    Ok(())
+}
+
 /// Checks a topic name as Kafka does, returning the reason it is invalid.
 pub fn validate_topic_name(name: &str) -> Result<(), String> {
     if name.is_empty() {
@@ -137,4 +160,34 @@ pub fn validate_topic_name(name: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A name of the longest length Kafka allows is written, rewritten and read back, and
+    /// no temp file is left beside it.
+    #[test]
+    fn a_topic_of_the_longest_legal_name_is_stored() {
+        let dir = tempfile::tempdir().unwrap();
+        let name = "q".repeat(249);
+        validate_topic_name(&name).unwrap();
+        let mut record = TopicRecord {
+            id: Uuid::new_v4(),
+            partitions: 1,
+            hosted: None,
+            configs: BTreeMap::new(),
+        };
+        record.write(dir.path(), &name).unwrap();
+        record.partitions = 3;
+        record.write(dir.path(), &name).unwrap();
+        let read = TopicRecord::read_all(dir.path()).unwrap();
+        assert_eq!(read.len(), 1);
+        assert_eq!(
+            (read[0].0.as_str(), read[0].1.partitions),
+            (name.as_str(), 3)
+        );
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
 }

@@ -14,9 +14,8 @@ use kafka_protocol::ResponseError;
 use strom_controller::rpc::{QuorumInfo, Request, Response};
 
 use super::RequestContext;
+use crate::topic::CLUSTER_METADATA_TOPIC as METADATA_TOPIC;
 
-/// The metadata topic's name, the only one DescribeQuorum describes.
-const METADATA_TOPIC: &str = "__cluster_metadata";
 /// Nodes (voter endpoints) are in the response from v2.
 const NODES_SINCE: i16 = 2;
 
