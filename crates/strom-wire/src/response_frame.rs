@@ -32,8 +32,9 @@ fn stand_in_region() -> &'static [u8] {
 #[derive(Debug)]
 pub enum FramePart<F> {
     Bytes(Bytes),
-    /// A part sent as it lies instead of copied into the frame: a range of a file in a
-    /// broker's Fetch answer, a producer's batch in a Produce request.
+    /// A part sent as it lies instead of copied into the frame: a range of a file (or
+    /// records already read into memory) in a broker's Fetch answer, a producer's batch
+    /// in a Produce request.
     File(F),
 }
 
