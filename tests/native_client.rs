@@ -224,6 +224,39 @@ fn throttled_records_without_keys_fill_their_batches() {
     );
 }
 
+/// A rate the tool cannot reach leaves every record behind its schedule: its batches must
+/// still fill, lingering from when they open. Lingering from the records' past due times
+/// sealed every record alone (233-byte batches, a fifteenth of the unthrottled rate), and a
+/// run that fell behind once never caught up.
+#[test]
+fn a_throttled_run_behind_its_schedule_fills_its_batches() {
+    let broker = StromBroker::start(&[]);
+    let b = broker.bootstrap();
+    create_topic(&b, "behind", 6);
+    let output = stdout_of(&strom(&[
+        "producer-perf-test",
+        "--bootstrap-server",
+        &b,
+        "--topic",
+        "behind",
+        "--num-records",
+        "100000",
+        "--record-size",
+        "100",
+        "--throughput",
+        "100000000",
+        "--client",
+        "native",
+        "--print-metrics",
+    ]));
+    let metrics = printed_metrics(&output);
+    let batch_size = metrics["producer-metrics:batch-size-avg:{client-id=perf-producer-client}"];
+    assert!(
+        batch_size > 4_000.0,
+        "batches of {batch_size} bytes on average"
+    );
+}
+
 #[test]
 fn keyed_records_land_where_the_java_partitioner_puts_them() {
     let broker = StromBroker::start(&[]);

@@ -331,8 +331,11 @@ impl<H: DeliveryHandler> NativeProducer<H> {
     /// and wakes about once a batch (when a record that fills it is due, or the batch
     /// lingers out) and once an answer, instead of every millisecond, while the batches
     /// go out when, and with the records, they would if every record were appended at
-    /// its due time. A batch it opens lingers from its due time. Returns `None` when the
-    /// record must wait, else whether a batch was sealed.
+    /// its due time. A batch it opens early lingers from the record's due time; one it
+    /// opens late (the run is behind its schedule) lingers from now, as Kafka's producer
+    /// lingers from a batch's creation, so a run that cannot keep its rate fills its
+    /// batches instead of sealing every record alone. Returns `None` when the record must
+    /// wait, else whether a batch was sealed.
     pub fn append_due(
         &mut self,
         key: Option<&[u8]>,
@@ -356,7 +359,7 @@ impl<H: DeliveryHandler> NativeProducer<H> {
                 return Ok(None);
             }
         }
-        self.append_record(key, value, &[], tag, due_ns, now_ns)
+        self.append_record(key, value, &[], tag, due_ns.max(now_ns), now_ns)
             .map(Some)
     }
 
