@@ -189,35 +189,41 @@ fn native_print_metrics_count_what_the_run_moved_under_the_java_clients_names() 
     assert!(fetches("fetch-size-max") >= fetches("fetch-size-avg"));
 }
 
-#[test]
-fn throttled_records_without_keys_fill_their_batches() {
+/// The average batch size the native producer reports for a throttled run of 100-byte
+/// records to a new 6-partition topic.
+fn throttled_batch_size(topic: &str, records: &str, throughput: &str, props: &[&str]) -> f64 {
     let broker = StromBroker::start(&[]);
     let b = broker.bootstrap();
-    create_topic(&b, "sticky", 6);
-    // Batches of about eight 100-byte records, full in 2 ms, long before the 5 ms linger
-    // ends: a record that does not fit must open the next sticky partition's batch
-    // (KIP-794), not a batch of its own on the partition just sealed, which would linger
-    // out with that one record before the sticky partition came back to it.
-    let output = stdout_of(&strom(&[
+    create_topic(&b, topic, 6);
+    let mut args = vec![
         "producer-perf-test",
         "--bootstrap-server",
         &b,
         "--topic",
-        "sticky",
+        topic,
         "--num-records",
-        "2000",
+        records,
         "--record-size",
         "100",
         "--throughput",
-        "4000",
+        throughput,
         "--client",
         "native",
         "--print-metrics",
         "--producer-props",
-        "batch.size=1000",
-    ]));
-    let metrics = printed_metrics(&output);
-    let batch_size = metrics["producer-metrics:batch-size-avg:{client-id=perf-producer-client}"];
+    ];
+    args.extend_from_slice(props);
+    let metrics = printed_metrics(&stdout_of(&strom(&args)));
+    metrics["producer-metrics:batch-size-avg:{client-id=perf-producer-client}"]
+}
+
+#[test]
+fn throttled_records_without_keys_fill_their_batches() {
+    // Batches of about eight 100-byte records, full in 2 ms, long before the 5 ms linger
+    // ends: a record that does not fit must open the next sticky partition's batch
+    // (KIP-794), not a batch of its own on the partition just sealed, which would linger
+    // out with that one record before the sticky partition came back to it.
+    let batch_size = throttled_batch_size("sticky", "2000", "4000", &["batch.size=1000"]);
     assert!(
         batch_size > 800.0,
         "batches of {batch_size} bytes on average"
@@ -226,31 +232,11 @@ fn throttled_records_without_keys_fill_their_batches() {
 
 /// A rate the tool cannot reach leaves every record behind its schedule: its batches must
 /// still fill, lingering from when they open. Lingering from the records' past due times
-/// sealed every record alone (233-byte batches, a fifteenth of the unthrottled rate), and a
+/// sealed every record alone (258-byte batches, a fifteenth of the unthrottled rate), and a
 /// run that fell behind once never caught up.
 #[test]
 fn a_throttled_run_behind_its_schedule_fills_its_batches() {
-    let broker = StromBroker::start(&[]);
-    let b = broker.bootstrap();
-    create_topic(&b, "behind", 6);
-    let output = stdout_of(&strom(&[
-        "producer-perf-test",
-        "--bootstrap-server",
-        &b,
-        "--topic",
-        "behind",
-        "--num-records",
-        "100000",
-        "--record-size",
-        "100",
-        "--throughput",
-        "100000000",
-        "--client",
-        "native",
-        "--print-metrics",
-    ]));
-    let metrics = printed_metrics(&output);
-    let batch_size = metrics["producer-metrics:batch-size-avg:{client-id=perf-producer-client}"];
+    let batch_size = throttled_batch_size("behind", "100000", "100000000", &["acks=1"]);
     assert!(
         batch_size > 4_000.0,
         "batches of {batch_size} bytes on average"
