@@ -5,19 +5,19 @@
 //! Every record of every batch is parsed, as Kafka's validator parses them: its length
 //! must cover exactly its fields (attributes, timestamp and offset deltas, key, value,
 //! headers), offset deltas must count 0, 1, 2, … and the header's count must match the
-//! records. A compressed batch is decompressed for that, at most
-//! [`DECOMPRESSED_LIMIT_FACTOR`] × `max.message.bytes` and [`DECOMPRESSED_LIMIT_MAX`]. A batch whose records do not parse
-//! would otherwise be stored and break every consumer that fetches it, and a record that
-//! claims two billion headers would be handed to every reader that decodes records. Only
-//! varints are parsed and nothing is copied; the fields themselves are looked at where
-//! the topic needs them — a compacted topic (keys), a CreateTime range check, a
-//! recompression.
+//! records. A compressed batch is decompressed for that, to at most
+//! [`DECOMPRESSED_LIMIT_FACTOR`] × `max.message.bytes` and never more than
+//! [`DECOMPRESSED_LIMIT_MAX`]. A batch whose records do not parse would otherwise be
+//! stored and break every consumer that fetches it, and a record that claims two billion
+//! headers would be handed to every reader that decodes records. Only varints are parsed
+//! and nothing is copied; the fields themselves are looked at where the topic needs them
+//! — a compacted topic (keys), a CreateTime range check, a recompression.
 
 use std::borrow::Cow;
 use std::cell::RefCell;
 
 use strom_wire::batch::{set_log_append_time, TIMESTAMP_TYPE_BIT};
-use strom_wire::codec::{compress, decompress_into};
+use strom_wire::codec::{compress, decompress_into, DECOMPRESSED_LIMIT_MAX};
 use strom_wire::records::for_each_record;
 use strom_wire::{BatchError, Codec, RecordBatchHeader, BATCH_HEADER_LEN};
 
@@ -26,13 +26,6 @@ use crate::{LogConfig, LogError};
 /// A compressed batch may inflate to this many times `max.message.bytes` before it is
 /// refused: generous for real data (text compresses about 10×), bounded for a bomb.
 pub const DECOMPRESSED_LIMIT_FACTOR: usize = 32;
-
-/// And never to more than this, whatever `max.message.bytes` says: any client may set a
-/// topic's to 2 GiB, which would let a few kB of zstd inflate to 64 GiB in the broker's
-/// memory. Kafka's validator streams records and holds none of them; strom holds a
-/// batch's records while it checks them, so this bounds that memory per validating
-/// thread (25× a 10 MiB batch).
-pub const DECOMPRESSED_LIMIT_MAX: usize = 256 << 20;
 
 /// Kafka shows at most this many record errors in the partition's error message.
 const ERRORS_IN_MESSAGE: usize = 3;

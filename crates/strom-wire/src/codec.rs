@@ -65,6 +65,17 @@ fn corrupt(codec: Codec, what: impl std::fmt::Display) -> BatchError {
     BatchError::Compression(format!("{codec:?}: {what}"))
 }
 
+fn too_large(codec: Codec, limit: usize) -> BatchError {
+    corrupt(codec, format!("decompresses to more than {limit} bytes"))
+}
+
+/// The most a broker lets one stored or produced batch's records decompress to, whatever
+/// its `max.message.bytes`: any client may set a topic's to 2 GiB, which would let a few
+/// kB of zstd inflate to 64 GiB in the broker's memory. Kafka's validator streams records
+/// and holds none of them; strom holds a batch's records while it reads them, so this
+/// bounds that memory per reading thread (25× a 10 MiB batch).
+pub const DECOMPRESSED_LIMIT_MAX: usize = 256 << 20;
+
 /// Decompresses a batch's records section, refusing output larger than `limit` bytes.
 pub fn decompress(codec: Codec, data: &[u8], limit: usize) -> Result<Vec<u8>, BatchError> {
     let mut out = Vec::new();
@@ -108,12 +119,6 @@ fn decompress_lz4(data: &[u8], limit: usize, out: &mut Vec<u8>) -> Result<(), Ba
     let context = Lz4Decompression::new().map_err(|e| corrupt(codec, e))?;
     let mut src = data;
     loop {
-        if out.len() > limit {
-            return Err(corrupt(
-                codec,
-                format!("decompresses to more than {limit} bytes"),
-            ));
-        }
         let room = (limit + 1 - out.len()).min(LZ4_BLOCK);
         out.reserve(room);
         let (mut written, mut read) = (room, src.len());
@@ -135,6 +140,9 @@ fn decompress_lz4(data: &[u8], limit: usize, out: &mut Vec<u8>) -> Result<(), Ba
         }
         // SAFETY: liblz4 initialised the `written` bytes after the length.
         unsafe { out.set_len(out.len() + written) };
+        if out.len() > limit {
+            return Err(too_large(codec, limit));
+        }
         src = &src[read..];
         // A hint of 0 ends a frame; another may follow. Otherwise liblz4 wants more
         // input, or (when it filled `out`) more room for what it holds.
@@ -144,12 +152,6 @@ fn decompress_lz4(data: &[u8], limit: usize, out: &mut Vec<u8>) -> Result<(), Ba
         if (src.is_empty() && written < room) || (read == 0 && written == 0) {
             return Err(corrupt(codec, "the frame is truncated"));
         }
-    }
-    if out.len() > limit {
-        return Err(corrupt(
-            codec,
-            format!("decompresses to more than {limit} bytes"),
-        ));
     }
     Ok(())
 }
@@ -186,10 +188,7 @@ fn read_bounded(
         .read_to_end(out)
         .map_err(|e| corrupt(codec, e))?;
     if out.len() > limit {
-        return Err(corrupt(
-            codec,
-            format!("decompresses to more than {limit} bytes"),
-        ));
+        return Err(too_large(codec, limit));
     }
     Ok(())
 }
@@ -202,10 +201,7 @@ fn decompress_snappy(data: &[u8], limit: usize, out: &mut Vec<u8>) -> Result<(),
     let Some(mut blocks) = data.strip_prefix(XERIAL_HEADER) else {
         let len = snap::raw::decompress_len(data).map_err(|e| corrupt(codec, e))?;
         if len > limit {
-            return Err(corrupt(
-                codec,
-                format!("decompresses to more than {limit} bytes"),
-            ));
+            return Err(too_large(codec, limit));
         }
         out.resize(len, 0);
         decoder
@@ -223,10 +219,7 @@ fn decompress_snappy(data: &[u8], limit: usize, out: &mut Vec<u8>) -> Result<(),
             .ok_or_else(|| corrupt(codec, "truncated block"))?;
         let size = snap::raw::decompress_len(block).map_err(|e| corrupt(codec, e))?;
         if out.len() + size > limit {
-            return Err(corrupt(
-                codec,
-                format!("decompresses to more than {limit} bytes"),
-            ));
+            return Err(too_large(codec, limit));
         }
         let start = out.len();
         out.resize(start + size, 0);

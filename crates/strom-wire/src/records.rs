@@ -10,10 +10,6 @@ use kafka_protocol::records::{
 use crate::codec::{self, Codec};
 use crate::{BatchError, RecordBatchHeader, BATCH_HEADER_LEN};
 
-/// The most bytes a stored batch's records are decompressed to when searched by timestamp:
-/// the producer's batch passed validation under a limit at most this large.
-const SEARCH_DECOMPRESSED_LIMIT: usize = 64 << 20;
-
 /// The offset and timestamp of the first record in `batch` whose timestamp is at least
 /// `timestamp`, or `None` if there is none or the batch cannot be read. The records are
 /// walked where they lie (after decompression), so nothing a stored record claims, such
@@ -25,7 +21,7 @@ pub fn first_record_at_or_after(batch: &[u8], timestamp: i64) -> Option<(i64, i6
     let records = match Codec::from_attributes(header.attributes)? {
         Codec::None => section,
         codec => {
-            decompressed = codec::decompress(codec, section, SEARCH_DECOMPRESSED_LIMIT).ok()?;
+            decompressed = codec::decompress(codec, section, codec::DECOMPRESSED_LIMIT_MAX).ok()?;
             &decompressed
         }
     };
