@@ -75,13 +75,6 @@ async fn write_ready(
     pending: &mut Vec<Bytes>,
     stall: Duration,
 ) -> io::Result<()> {
-    if let [only] = ready.as_slice() {
-        if let Some(bytes) = only.response.as_bytes() {
-            write_all(writer, bytes, stall).await?;
-            ready.clear();
-            return Ok(());
-        }
-    }
     let corked = ready.iter().any(|q| {
         q.response
             .parts()
@@ -143,22 +136,6 @@ async fn write_all_vectored(
         }
     }
     parts.clear();
-    Ok(())
-}
-
-/// Writes all of `bytes`, failing when the socket takes none of them for `stall`.
-async fn write_all(
-    writer: &mut OwnedWriteHalf,
-    mut bytes: &[u8],
-    stall: Duration,
-) -> io::Result<()> {
-    while !bytes.is_empty() {
-        let written = within(stall, writer.write(bytes)).await?;
-        if written == 0 {
-            return Err(io::ErrorKind::WriteZero.into());
-        }
-        bytes = &bytes[written..];
-    }
     Ok(())
 }
 
