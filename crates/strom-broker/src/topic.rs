@@ -7,12 +7,13 @@ use std::io::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 
+use kafka_protocol::ResponseError;
 use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::partition::Partition;
-use crate::BrokerError;
+use crate::{ApiError, BrokerError};
 
 /// One topic hosted by the broker: a standalone node hosts every partition of its
 /// topics; a broker of a cluster only those of which it is a replica.
@@ -125,12 +126,11 @@ pub const CLUSTER_METADATA_TOPIC: &str = "__cluster_metadata";
 /// Checks that a topic named `name` may be created (CreateTopics, auto-creation), with
 /// Kafka's errors: INVALID_TOPIC_EXCEPTION for an illegal name, INVALID_REQUEST for the
 /// metadata log's.
-pub fn check_creatable(name: &str) -> Result<(), crate::ApiError> {
-    use kafka_protocol::ResponseError;
+pub fn check_creatable(name: &str) -> Result<(), ApiError> {
     validate_topic_name(name)
-        .map_err(|m| crate::ApiError::new(ResponseError::InvalidTopicException, m))?;
+        .map_err(|m| ApiError::new(ResponseError::InvalidTopicException, m))?;
     if name == CLUSTER_METADATA_TOPIC {
-        return Err(crate::ApiError::new(
+        return Err(ApiError::new(
             ResponseError::InvalidRequest,
             format!("Creation of internal topic {CLUSTER_METADATA_TOPIC} is prohibited."),
         ));

@@ -301,6 +301,13 @@ mod tests {
         encode_plain(&records).to_vec()
     }
 
+    /// A records section of one record (null key and value) whose header count says
+    /// 2^31 - 1, its length covering only the bytes present.
+    fn two_billion_headers() -> Vec<u8> {
+        let record = [0u8, 0, 0, 1, 1, 0xfe, 0xff, 0xff, 0xff, 0x0f];
+        [&[(record.len() as u8) << 1][..], &record].concat()
+    }
+
     #[test]
     fn the_first_record_at_a_timestamp_is_found_in_plain_and_compressed_batches() {
         let batch = encoded(&[Some("a"), Some("b"), Some("c")]);
@@ -326,11 +333,7 @@ mod tests {
     /// a map for 2^31 headers, 4 GiB touched on every ListOffsets by timestamp.
     #[test]
     fn a_record_claiming_two_billion_headers_is_skipped() {
-        let mut record = vec![0u8, 0, 0, 1, 1];
-        record.extend_from_slice(&[0xfe, 0xff, 0xff, 0xff, 0x0f]);
-        let mut body = vec![(record.len() as u8) << 1];
-        body.extend_from_slice(&record);
-        let batch = crate::batch::tests::sample_batch(1, &body);
+        let batch = crate::batch::tests::sample_batch(1, &two_billion_headers());
         assert_eq!(first_record_at_or_after(&batch, 0), None);
     }
 
@@ -369,11 +372,7 @@ mod tests {
     fn records_that_do_not_parse_are_refused_whatever_their_lengths_say() {
         let err = for_each_record(&[0, 0, 0], 3, |_| Ok(())).unwrap_err();
         assert!(err.is_invalid_record(), "{err}");
-        let mut record = vec![0u8, 0, 0, 1, 1];
-        record.extend_from_slice(&[0xfe, 0xff, 0xff, 0xff, 0x0f]);
-        let mut body = vec![(record.len() as u8) << 1];
-        body.extend_from_slice(&record);
-        let err = for_each_record(&body, 1, |_| Ok(())).unwrap_err();
+        let err = for_each_record(&two_billion_headers(), 1, |_| Ok(())).unwrap_err();
         assert!(err.is_invalid_record(), "{err}");
     }
 
