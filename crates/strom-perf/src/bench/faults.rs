@@ -45,6 +45,8 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 /// every node.
 const NODES: usize = 3;
 const REPLICATION: i16 = 3;
+/// How often the producer thread wakes to send the records that fell due.
+const SEND_TICK: Duration = Duration::from_millis(1);
 
 /// The faults the nemesis injects, in turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -523,31 +525,33 @@ pub fn run_faults(binary: &Path, run: &FaultRun) -> Result<FaultReport> {
     let producer = Arc::new(producer);
     let stop = Arc::new(AtomicBool::new(false));
     let partition_count = run.partitions;
-    let interval = Duration::from_secs_f64(1.0 / run.rate.max(1) as f64);
+    let rate = run.rate.max(1) as f64;
     let sender = {
         let producer = producer.clone();
         let stop = stop.clone();
+        // Paced by sleeping, with delivery reports served by non-blocking polls: rdkafka's
+        // `poll` spins through a timeout's last millisecond (librdkafka takes whole
+        // milliseconds), and waiting in it for each record's turn kept most of a core
+        // busy beside the brokers under test.
         std::thread::spawn(move || {
             let mut sent = 0usize;
             let started = Instant::now();
             while !stop.load(Ordering::Acquire) {
-                let value = sent.to_string();
-                let record = BaseRecord::with_opaque_to(topic, Box::new(sent))
-                    .payload(&value)
-                    .key(&value)
-                    .partition(sent as i32 % partition_count);
-                match producer.send(record) {
-                    Ok(()) => sent += 1,
-                    Err(_) => {
-                        producer.poll(Duration::from_millis(10));
-                        continue;
+                let due = (started.elapsed().as_secs_f64() * rate) as usize;
+                while sent < due {
+                    let value = sent.to_string();
+                    let record = BaseRecord::with_opaque_to(topic, Box::new(sent))
+                        .payload(&value)
+                        .key(&value)
+                        .partition(sent as i32 % partition_count);
+                    if producer.send(record).is_err() {
+                        // The queue is full; its records wait on a leader.
+                        break;
                     }
+                    sent += 1;
                 }
                 producer.poll(Duration::ZERO);
-                let due = started + interval * sent as u32;
-                if let Some(wait) = due.checked_duration_since(Instant::now()) {
-                    producer.poll(wait);
-                }
+                std::thread::sleep(SEND_TICK);
             }
             sent
         })
