@@ -5,9 +5,12 @@
 //! Every record of every batch is parsed, as Kafka's validator parses them: its length
 //! must cover exactly its fields (attributes, timestamp and offset deltas, key, value,
 //! headers), offset deltas must count 0, 1, 2, … and the header's count must match the
-//! records. A compressed batch is decompressed for that, to at most
-//! [`DECOMPRESSED_LIMIT_FACTOR`] × `max.message.bytes` and never more than
-//! [`DECOMPRESSED_LIMIT_MAX`]. A batch whose records do not parse would otherwise be
+//! records. A compressed batch is decompressed for that as it is walked, through a window
+//! (`strom_wire::records::walk_records_in`), as Kafka's validator streams it: the batch
+//! may inflate to any size, a record to at most [`DECOMPRESSED_LIMIT_FACTOR`] ×
+//! `max.message.bytes` and never more than [`DECOMPRESSED_LIMIT_MAX`]. Only a
+//! recompression to the topic's codec holds the records whole, within the same limit.
+//! A batch whose records do not parse would otherwise be
 //! stored and break every consumer that fetches it, and a record that claims two billion
 //! headers would be handed to every reader that decodes records. Only varints are parsed
 //! and nothing is copied; the fields themselves are looked at where the topic needs them
@@ -18,13 +21,14 @@ use std::cell::RefCell;
 
 use strom_wire::batch::{set_log_append_time, TIMESTAMP_TYPE_BIT};
 use strom_wire::codec::{compress, decompress_into, DECOMPRESSED_LIMIT_MAX};
-use strom_wire::records::for_each_record;
+use strom_wire::records::{for_each_record, for_each_record_in, RecordView};
 use strom_wire::{BatchError, Codec, RecordBatchHeader, BATCH_HEADER_LEN};
 
 use crate::{LogConfig, LogError};
 
-/// A compressed batch may inflate to this many times `max.message.bytes` before it is
-/// refused: generous for real data (text compresses about 10×), bounded for a bomb.
+/// A record of a compressed batch (all its records, where the broker recompresses) may
+/// inflate to this many times `max.message.bytes` before the batch is refused: generous
+/// for real data (text compresses about 10×), bounded for a bomb.
 pub const DECOMPRESSED_LIMIT_FACTOR: usize = 32;
 
 /// Kafka shows at most this many record errors in the partition's error message.
@@ -88,38 +92,42 @@ pub fn validate_batch<'a>(
     let read_records =
         target != source || config.compacts() || check_timestamps || producer_set_log_append_time;
     let section = &bytes[BATCH_HEADER_LEN..];
-    let mut decompressed;
-    let records: &[u8] = match source {
-        Codec::None => section,
+    let limit = config
+        .max_message_bytes
+        .saturating_mul(DECOMPRESSED_LIMIT_FACTOR)
+        .min(DECOMPRESSED_LIMIT_MAX);
+    // A recompression needs the records whole; every other check sees one at a time.
+    let mut decompressed = None;
+    let plain: Option<&[u8]> = match source {
+        _ if target == source => None,
+        Codec::None => Some(section),
         codec => {
-            decompressed = Decompressed::take();
-            decompress_into(
-                codec,
-                section,
-                config
-                    .max_message_bytes
-                    .saturating_mul(DECOMPRESSED_LIMIT_FACTOR)
-                    .min(DECOMPRESSED_LIMIT_MAX),
-                &mut decompressed.0,
-            )?;
-            &decompressed.0
+            let mut buffer = Decompressed::take();
+            decompress_into(codec, section, limit, &mut buffer.0)?;
+            Some(&decompressed.insert(buffer).0)
         }
     };
-    if read_records {
-        let errors = check_records(tp, &header, records, config, now_ms, check_timestamps)?;
-        if let Some(kind) = errors.kind {
-            return Err(LogError::RecordErrors {
-                kind,
-                message: errors_message(kind, &errors.errors),
-                errors: errors.errors,
-            });
-        }
-    } else {
-        for_each_record(records, header.record_count, |_| Ok(()))
-            .map_err(|e| with_partition(e, tp))?;
+    let mut checks = RecordChecks::new(tp, &header, config, now_ms, check_timestamps);
+    let walked = match plain {
+        Some(records) => for_each_record(records, header.record_count, |r| checks.check(r)),
+        None => for_each_record_in(source, section, header.record_count, limit, |r| {
+            if read_records {
+                checks.check(r)
+            } else {
+                Ok(())
+            }
+        }),
+    };
+    walked.map_err(|e| with_partition(e, tp))?;
+    if let Some(kind) = checks.kind {
+        return Err(LogError::RecordErrors {
+            kind,
+            message: errors_message(kind, &checks.errors),
+            errors: checks.errors,
+        });
     }
     let stamp = config.log_append_time.then_some(now_ms);
-    let bytes = if target != source {
+    let bytes = if let Some(records) = plain {
         let attributes = (header.attributes & !0x07 & !TIMESTAMP_TYPE_BIT)
             | target as i16
             | if stamp.is_some() {
@@ -178,61 +186,71 @@ impl Drop for Decompressed {
     }
 }
 
-struct Checked {
+/// Kafka's per-record checks, collecting its per-record errors. A malformed record is an
+/// error of the whole batch (Kafka throws rather than collects those).
+struct RecordChecks<'t> {
+    tp: &'t str,
+    compacted: bool,
+    base_timestamp: i64,
+    set_log_append_time: bool,
+    check_timestamps: bool,
+    earliest: i64,
+    latest: i64,
     kind: Option<RecordErrorKind>,
     errors: Vec<RecordError>,
 }
 
-/// Walks the records, collecting Kafka's per-record errors. A malformed record is an
-/// error of the whole batch (Kafka throws rather than collects those).
-fn check_records(
-    tp: &str,
-    header: &RecordBatchHeader,
-    records: &[u8],
-    config: &LogConfig,
-    now_ms: i64,
-    check_timestamps: bool,
-) -> Result<Checked, LogError> {
-    let compacted = config.compacts();
-    let set_log_append_time =
-        !config.log_append_time && header.attributes & TIMESTAMP_TYPE_BIT != 0;
-    let earliest = now_ms.saturating_sub(config.timestamp_before_max_ms);
-    let latest = now_ms.saturating_add(config.timestamp_after_max_ms);
-    let mut checked = Checked {
-        kind: None,
-        errors: Vec::new(),
-    };
-    for_each_record(records, header.record_count, |record| {
-        let mut reject = |kind, message| {
-            if kind == RecordErrorKind::InvalidTimestamp || checked.kind.is_none() {
-                checked.kind = Some(kind);
-            }
-            checked.errors.push(RecordError {
-                batch_index: record.index,
-                message,
-            });
-        };
-        if compacted && record.key.is_none() {
-            reject(
+impl<'t> RecordChecks<'t> {
+    fn new(
+        tp: &'t str,
+        header: &RecordBatchHeader,
+        config: &LogConfig,
+        now_ms: i64,
+        check_timestamps: bool,
+    ) -> Self {
+        Self {
+            tp,
+            compacted: config.compacts(),
+            base_timestamp: header.base_timestamp,
+            set_log_append_time: !config.log_append_time
+                && header.attributes & TIMESTAMP_TYPE_BIT != 0,
+            check_timestamps,
+            earliest: now_ms.saturating_sub(config.timestamp_before_max_ms),
+            latest: now_ms.saturating_add(config.timestamp_after_max_ms),
+            kind: None,
+            errors: Vec::new(),
+        }
+    }
+
+    fn check(&mut self, record: RecordView<'_>) -> Result<(), BatchError> {
+        let tp = self.tp;
+        if self.compacted && record.key.is_none() {
+            self.reject(
+                &record,
                 RecordErrorKind::InvalidRecord,
-                format!("Compacted topic cannot accept message without key in topic partition {tp}."),
+                format!(
+                    "Compacted topic cannot accept message without key in topic partition {tp}."
+                ),
             );
         }
-        let timestamp = if header.base_timestamp < 0 {
+        let timestamp = if self.base_timestamp < 0 {
             -1
         } else {
-            header.base_timestamp.saturating_add(record.timestamp_delta)
+            self.base_timestamp.saturating_add(record.timestamp_delta)
         };
-        if check_timestamps && timestamp != -1 && !(earliest..=latest).contains(&timestamp) {
-            reject(
+        let (earliest, latest) = (self.earliest, self.latest);
+        if self.check_timestamps && timestamp != -1 && !(earliest..=latest).contains(&timestamp) {
+            self.reject(
+                &record,
                 RecordErrorKind::InvalidTimestamp,
                 format!(
                     "Timestamp {timestamp} of message with offset {} is out of range. The timestamp should be within [{earliest}, {latest}]",
                     record.offset_delta
                 ),
             );
-        } else if set_log_append_time {
-            reject(
+        } else if self.set_log_append_time {
+            self.reject(
+                &record,
                 RecordErrorKind::InvalidTimestamp,
                 format!(
                     "Invalid timestamp type in message with offset {}. Producer should not set timestamp type to LogAppendTime.",
@@ -241,9 +259,17 @@ fn check_records(
             );
         }
         Ok(())
-    })
-    .map_err(|e| with_partition(e, tp))?;
-    Ok(checked)
+    }
+
+    fn reject(&mut self, record: &RecordView<'_>, kind: RecordErrorKind, message: String) {
+        if kind == RecordErrorKind::InvalidTimestamp || self.kind.is_none() {
+            self.kind = Some(kind);
+        }
+        self.errors.push(RecordError {
+            batch_index: record.index,
+            message,
+        });
+    }
 }
 
 /// Kafka's partition-level message for a batch rejected by its record errors.

@@ -69,11 +69,11 @@ fn too_large(codec: Codec, limit: usize) -> BatchError {
     corrupt(codec, format!("decompresses to more than {limit} bytes"))
 }
 
-/// The most a broker lets one stored or produced batch's records decompress to, whatever
-/// its `max.message.bytes`: any client may set a topic's to 2 GiB, which would let a few
-/// kB of zstd inflate to 64 GiB in the broker's memory. Kafka's validator streams records
-/// and holds none of them; strom holds a batch's records while it reads them, so this
-/// bounds that memory per reading thread (25× a 10 MiB batch).
+/// The most a broker holds decompressed at once for one batch, whatever its topic's
+/// `max.message.bytes`: any client may set that to 2 GiB, which would let a few kB of
+/// zstd inflate to 64 GiB in the broker's memory. A walk over a batch's records holds one
+/// record at a time, so this bounds a record; a recompression holds the batch's records
+/// all at once, so there it bounds the batch (25× a 10 MiB batch).
 pub const DECOMPRESSED_LIMIT_MAX: usize = 256 << 20;
 
 /// Decompresses a batch's records section, refusing output larger than `limit` bytes.
@@ -116,44 +116,22 @@ const LZ4_BLOCK: usize = 64 * 1024;
 /// the output before each read: two extra passes over every byte a leader validates.
 fn decompress_lz4(data: &[u8], limit: usize, out: &mut Vec<u8>) -> Result<(), BatchError> {
     let codec = Codec::Lz4;
-    let context = Lz4Decompression::new().map_err(|e| corrupt(codec, e))?;
-    let mut src = data;
+    let mut reader = Lz4Reader::new(data).map_err(|e| corrupt(codec, e))?;
     loop {
         let room = (limit + 1 - out.len()).min(LZ4_BLOCK);
         out.reserve(room);
-        let (mut written, mut read) = (room, src.len());
-        // SAFETY: `out` has `room` bytes of spare capacity from its length on, and `src`
-        // is `read` readable bytes; liblz4 writes at most `written` bytes there, reads at
-        // most `read`, and reports how many of each it did.
-        let hint = unsafe {
-            lz4::liblz4::LZ4F_decompress(
-                context.0,
-                out.as_mut_ptr().add(out.len()),
-                &mut written,
-                src.as_ptr(),
-                &mut read,
-                std::ptr::null(),
-            )
-        };
-        if let Err(e) = lz4::liblz4::check_error(hint) {
-            return Err(corrupt(codec, e));
+        // SAFETY: `out` has `room` bytes of spare capacity from its length on.
+        let written = unsafe { reader.decode(out.as_mut_ptr().add(out.len()), room) }
+            .map_err(|e| corrupt(codec, e))?;
+        if written == 0 {
+            return Ok(());
         }
         // SAFETY: liblz4 initialised the `written` bytes after the length.
         unsafe { out.set_len(out.len() + written) };
         if out.len() > limit {
             return Err(too_large(codec, limit));
         }
-        src = &src[read..];
-        // A hint of 0 ends a frame; another may follow. Otherwise liblz4 wants more
-        // input, or (when it filled `out`) more room for what it holds.
-        if hint == 0 && src.is_empty() {
-            break;
-        }
-        if (src.is_empty() && written < room) || (read == 0 && written == 0) {
-            return Err(corrupt(codec, "the frame is truncated"));
-        }
     }
-    Ok(())
 }
 
 /// A liblz4 frame decompression context, freed when dropped.
@@ -193,40 +171,199 @@ fn read_bounded(
     Ok(())
 }
 
-/// Snappy as Kafka's clients write it: xerial-framed blocks (Java) or one raw block
+/// A compressed records section read as a stream, for the walks that look at each record
+/// once and need not hold them all: memory is what the reader buffers (a codec block),
+/// not what the section inflates to.
+pub enum Decoder<'a> {
+    Gzip(flate2::read::MultiGzDecoder<&'a [u8]>),
+    Snappy(SnappyReader<'a>),
+    Lz4(Lz4Reader<'a>),
+    Zstd(Box<zstd::stream::read::Decoder<'static, &'a [u8]>>),
+}
+
+/// A stream over `data` compressed with `codec` (not [`Codec::None`], whose records are
+/// read where they lie). A snappy block may decompress to at most `block_limit` bytes:
+/// snappy names a block's size up front and is decoded a block at a time.
+pub fn decoder(codec: Codec, data: &[u8], block_limit: usize) -> Result<Decoder<'_>, BatchError> {
+    Ok(match codec {
+        Codec::None => return Err(corrupt(codec, "no decoder for uncompressed records")),
+        Codec::Gzip => Decoder::Gzip(flate2::read::MultiGzDecoder::new(data)),
+        Codec::Snappy => Decoder::Snappy(SnappyReader::new(data, block_limit)),
+        Codec::Lz4 => Decoder::Lz4(Lz4Reader::new(data).map_err(|e| corrupt(codec, e))?),
+        Codec::Zstd => Decoder::Zstd(Box::new(
+            zstd::stream::read::Decoder::with_buffer(data).map_err(|e| corrupt(codec, e))?,
+        )),
+    })
+}
+
+impl Decoder<'_> {
+    /// The codec being decoded, for error messages.
+    pub fn codec(&self) -> Codec {
+        match self {
+            Decoder::Gzip(_) => Codec::Gzip,
+            Decoder::Snappy(_) => Codec::Snappy,
+            Decoder::Lz4(_) => Codec::Lz4,
+            Decoder::Zstd(_) => Codec::Zstd,
+        }
+    }
+
+    /// Reads decompressed bytes into `buf` as [`Read::read`]; a malformed stream is a
+    /// corrupt batch.
+    pub fn read_some(&mut self, buf: &mut [u8]) -> Result<usize, BatchError> {
+        let codec = self.codec();
+        match self {
+            Decoder::Gzip(r) => r.read(buf),
+            Decoder::Snappy(r) => return r.read_some(buf),
+            Decoder::Lz4(r) => r.read(buf),
+            Decoder::Zstd(r) => r.read(buf),
+        }
+        .map_err(|e| corrupt(codec, e))
+    }
+}
+
+/// LZ4 frames (one or more) decoded with liblz4's frame API into the caller's memory.
+pub struct Lz4Reader<'a> {
+    context: Lz4Decompression,
+    src: &'a [u8],
+    finished: bool,
+}
+
+impl<'a> Lz4Reader<'a> {
+    fn new(src: &'a [u8]) -> std::io::Result<Self> {
+        Ok(Self {
+            context: Lz4Decompression::new()?,
+            src,
+            finished: false,
+        })
+    }
+
+    /// Decodes up to `room` bytes to `dst`, returning how many; 0 at the end of the last
+    /// frame, an error for a damaged or truncated one.
+    ///
+    /// # Safety
+    /// `dst` must be valid for writes of `room` bytes.
+    unsafe fn decode(&mut self, dst: *mut u8, room: usize) -> std::io::Result<usize> {
+        while !self.finished && room > 0 {
+            let (mut written, mut read) = (room, self.src.len());
+            // SAFETY: `dst` is `written` writable bytes (the caller's promise) and `src`
+            // `read` readable ones; liblz4 writes and reads at most that many and reports
+            // how many it did.
+            let hint = unsafe {
+                lz4::liblz4::LZ4F_decompress(
+                    self.context.0,
+                    dst,
+                    &mut written,
+                    self.src.as_ptr(),
+                    &mut read,
+                    std::ptr::null(),
+                )
+            };
+            lz4::liblz4::check_error(hint)?;
+            self.src = &self.src[read..];
+            // A hint of 0 ends a frame; another may follow.
+            self.finished = hint == 0 && self.src.is_empty();
+            if written > 0 {
+                return Ok(written);
+            }
+            if read == 0 && !self.finished {
+                return Err(std::io::Error::other("the frame is truncated"));
+            }
+        }
+        Ok(0)
+    }
+}
+
+impl Read for Lz4Reader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        // SAFETY: `buf` is `buf.len()` writable bytes.
+        unsafe { self.decode(buf.as_mut_ptr(), buf.len()) }
+    }
+}
+
+/// Snappy decoded a block at a time: xerial-framed blocks (Java) or one raw block
 /// (librdkafka).
-fn decompress_snappy(data: &[u8], limit: usize, out: &mut Vec<u8>) -> Result<(), BatchError> {
-    let codec = Codec::Snappy;
-    let mut decoder = snap::raw::Decoder::new();
-    let Some(mut blocks) = data.strip_prefix(XERIAL_HEADER) else {
-        let len = snap::raw::decompress_len(data).map_err(|e| corrupt(codec, e))?;
-        if len > limit {
-            return Err(too_large(codec, limit));
+pub struct SnappyReader<'a> {
+    /// The blocks not decoded yet: xerial-framed, or `raw` for one raw block.
+    blocks: &'a [u8],
+    raw: bool,
+    block: Vec<u8>,
+    at: usize,
+    block_limit: usize,
+    decoder: snap::raw::Decoder,
+}
+
+impl<'a> SnappyReader<'a> {
+    fn new(data: &'a [u8], block_limit: usize) -> Self {
+        let (blocks, raw) = match data.strip_prefix(XERIAL_HEADER) {
+            Some(blocks) => (blocks, false),
+            None => (data, true),
+        };
+        Self {
+            blocks,
+            raw,
+            block: Vec::new(),
+            at: 0,
+            block_limit,
+            decoder: snap::raw::Decoder::new(),
         }
-        out.resize(len, 0);
-        decoder
-            .decompress(data, out)
-            .map_err(|e| corrupt(codec, e))?;
-        return Ok(());
-    };
-    while !blocks.is_empty() {
-        let (len, rest) = blocks
-            .split_first_chunk::<4>()
-            .ok_or_else(|| corrupt(codec, "truncated block length"))?;
-        let len = u32::from_be_bytes(*len) as usize;
-        let block = rest
-            .get(..len)
-            .ok_or_else(|| corrupt(codec, "truncated block"))?;
+    }
+
+    /// Decodes the next block into `block`; false when there is none.
+    fn next_block(&mut self) -> Result<bool, BatchError> {
+        let codec = Codec::Snappy;
+        if self.blocks.is_empty() {
+            return Ok(false);
+        }
+        let block = if self.raw {
+            std::mem::take(&mut self.blocks)
+        } else {
+            let (len, rest) = self
+                .blocks
+                .split_first_chunk::<4>()
+                .ok_or_else(|| corrupt(codec, "truncated block length"))?;
+            let len = u32::from_be_bytes(*len) as usize;
+            let block = rest
+                .get(..len)
+                .ok_or_else(|| corrupt(codec, "truncated block"))?;
+            self.blocks = &rest[len..];
+            block
+        };
         let size = snap::raw::decompress_len(block).map_err(|e| corrupt(codec, e))?;
-        if out.len() + size > limit {
-            return Err(too_large(codec, limit));
+        if size > self.block_limit {
+            return Err(too_large(codec, self.block_limit));
         }
-        let start = out.len();
-        out.resize(start + size, 0);
-        decoder
-            .decompress(block, &mut out[start..])
+        self.block.resize(size, 0);
+        self.decoder
+            .decompress(block, &mut self.block)
             .map_err(|e| corrupt(codec, e))?;
-        blocks = &rest[len..];
+        self.at = 0;
+        Ok(true)
+    }
+}
+
+impl SnappyReader<'_> {
+    /// Reads decompressed bytes into `buf` as [`Read::read`].
+    fn read_some(&mut self, buf: &mut [u8]) -> Result<usize, BatchError> {
+        while self.at == self.block.len() {
+            if !self.next_block()? {
+                return Ok(0);
+            }
+        }
+        let n = buf.len().min(self.block.len() - self.at);
+        buf[..n].copy_from_slice(&self.block[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
+/// Snappy decompressed whole into `out`, block by block.
+fn decompress_snappy(data: &[u8], limit: usize, out: &mut Vec<u8>) -> Result<(), BatchError> {
+    let mut reader = SnappyReader::new(data, limit);
+    while reader.next_block()? {
+        if out.len() + reader.block.len() > limit {
+            return Err(too_large(Codec::Snappy, limit));
+        }
+        out.extend_from_slice(&reader.block);
     }
     Ok(())
 }
