@@ -26,7 +26,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use strom_wire::batch::verify_crc;
 use strom_wire::codec::{self, Codec};
-use strom_wire::records::walk_records;
+use strom_wire::records::walk_records_in;
 use strom_wire::{FetchSessionPlanner, RecordBatchHeader, BATCH_HEADER_LEN};
 use tokio::sync::mpsc;
 
@@ -42,9 +42,6 @@ use crate::consumer_perf_test::batch_consumer::Record;
 const OFFSET_OUT_OF_RANGE: i16 = 1;
 /// FETCH_SESSION_ID_NOT_FOUND and INVALID_FETCH_SESSION_EPOCH: start a new session.
 const SESSION_ERRORS: [i16; 2] = [70, 71];
-/// The most a compressed batch may inflate to; more is a broker (or producer) asking for
-/// unbounded memory.
-const MAX_DECOMPRESSED: usize = 256 << 20;
 /// A batch attribute bit: a transaction marker, not records.
 const CONTROL_FLAG: i16 = 0x20;
 /// A batch attribute bit: timestamps are the broker's append time.
@@ -137,9 +134,6 @@ struct ConsumerState {
     done: mpsc::UnboundedReceiver<FetchDone>,
     buffered: VecDeque<PartitionRecords>,
     buffered_bytes: usize,
-    /// Where compressed batches are decompressed, reused from batch to batch so that
-    /// each one does not fault in fresh pages.
-    inflated: Vec<u8>,
     metadata_stale: bool,
     join_started: Option<Instant>,
     join_total: Duration,
@@ -210,7 +204,6 @@ impl NativeConsumer {
                 done,
                 buffered: VecDeque::new(),
                 buffered_bytes: 0,
-                inflated: Vec::new(),
                 metadata_stale: false,
                 join_started: Some(Instant::now()),
                 join_total: Duration::ZERO,
@@ -726,14 +719,13 @@ impl ConsumerState {
                 )
             })?;
             if header.attributes & CONTROL_FLAG == 0 {
-                handed += walk_batch(&header, batch, consumed, &mut self.inflated, on_record)
-                    .map_err(|e| {
-                        anyhow!(
-                            "partition {}-{partition}: invalid record batch at offset {}: {e}",
-                            self.topic.as_str(),
-                            header.base_offset
-                        )
-                    })?;
+                handed += walk_batch(&header, batch, consumed, on_record).map_err(|e| {
+                    anyhow!(
+                        "partition {}-{partition}: invalid record batch at offset {}: {e}",
+                        self.topic.as_str(),
+                        header.base_offset
+                    )
+                })?;
             }
             self.consumed.insert(partition, header.next_offset());
         }
@@ -742,12 +734,13 @@ impl ConsumerState {
 }
 
 /// Hands every record of `batch` at or after `from` to `on_record`, a compressed batch
-/// decompressed into `inflated`; returns how many.
+/// decompressed as it is walked (as the broker validates it: whatever the batch inflates
+/// to, memory is a window of this thread's or the largest record, which may inflate to
+/// at most `codec::DECOMPRESSED_LIMIT_MAX`); returns how many.
 fn walk_batch(
     header: &RecordBatchHeader,
     batch: &[u8],
     from: i64,
-    inflated: &mut Vec<u8>,
     on_record: &mut impl FnMut(&Record<'_>),
 ) -> Result<usize> {
     let codec = Codec::from_attributes(header.attributes).ok_or_else(|| {
@@ -756,35 +749,29 @@ fn walk_batch(
             header.attributes
         )
     })?;
-    let section = match codec {
-        Codec::None => &batch[BATCH_HEADER_LEN..],
-        codec => {
-            codec::decompress_into(
-                codec,
-                &batch[BATCH_HEADER_LEN..],
-                MAX_DECOMPRESSED,
-                inflated,
-            )?;
-            &inflated[..]
-        }
-    };
     let log_append_time = header.attributes & LOG_APPEND_TIME_FLAG != 0;
     let mut handed = 0;
-    walk_records(section, header.record_count, |record| {
-        if header.base_offset + i64::from(record.offset_delta) >= from {
-            let timestamp = if log_append_time {
-                header.max_timestamp
-            } else {
-                header.base_timestamp + record.timestamp_delta
-            };
-            on_record(&Record {
-                key: record.key.unwrap_or_default(),
-                value: record.value.unwrap_or_default(),
-                timestamp: Some(timestamp),
-            });
-            handed += 1;
-        }
-        Ok(())
-    })?;
+    walk_records_in(
+        codec,
+        &batch[BATCH_HEADER_LEN..],
+        header.record_count,
+        codec::DECOMPRESSED_LIMIT_MAX,
+        |record| {
+            if header.base_offset + i64::from(record.offset_delta) >= from {
+                let timestamp = if log_append_time {
+                    header.max_timestamp
+                } else {
+                    header.base_timestamp + record.timestamp_delta
+                };
+                on_record(&Record {
+                    key: record.key.unwrap_or_default(),
+                    value: record.value.unwrap_or_default(),
+                    timestamp: Some(timestamp),
+                });
+                handed += 1;
+            }
+            Ok(())
+        },
+    )?;
     Ok(handed)
 }
