@@ -541,19 +541,14 @@ impl Segment {
     }
 
     /// Byte position of the batch holding `offset` (the first batch whose last offset is
-    /// at or after it), found by an index lookup and a short header scan. An offset the
-    /// index names is where its entry says, without a header read: index entries name
-    /// batches by their base offset, and a follower (or a consumer at the high watermark)
-    /// asks for exactly the base offset of the batch appended after its last fetch.
+    /// at or after it), found by an index lookup and a short header scan.
     pub fn position_of(&self, offset: i64) -> Result<Option<u64>, LogError> {
         let relative = (offset - self.base_offset).max(0);
-        let entry = self.indexes()?.offset_index.floor(relative);
-        let mut position = entry.map_or(0, |e| e.position as u64);
-        if entry.is_some_and(|e| self.base_offset + i64::from(e.relative_offset) == offset)
-            && position < self.size
-        {
-            return Ok(Some(position));
-        }
+        let mut position = self
+            .indexes()?
+            .offset_index
+            .floor(relative)
+            .map_or(0, |e| e.position as u64);
         let file = self.file()?;
         while let Some(header) = read_header(&file, self.size, position)? {
             if header.last_offset() >= offset {
