@@ -119,14 +119,18 @@ pub struct FaultReport {
     /// Acknowledged records not at their offset (missing or another record there), or,
     /// acknowledged without an offset, not in their partition.
     pub lost: Vec<(usize, i32, i64)>,
-    /// Records read more than once.
-    pub duplicated: Vec<usize>,
+    /// Records read more than once: the record, its partition, the offset it was first
+    /// read at and the one it was read at again.
+    pub duplicated: Vec<(usize, i32, i64, i64)>,
     /// Partitions whose records are not in the order they were produced.
     pub reordered: Vec<i32>,
     /// Failed deliveries, by error.
     pub failed: BTreeMap<String, usize>,
     /// What the consumer reading during the faults was served, checked.
     pub watch: WatchFindings,
+    /// Where the node logs and the topic's partition directories were saved, when a
+    /// promise did not hold.
+    pub evidence: Option<String>,
 }
 
 impl FaultReport {
@@ -183,6 +187,9 @@ impl FaultReport {
         for (i, p, o) in self.lost.iter().take(10) {
             println!("  lost: record {i} acknowledged at {p}/{o}");
         }
+        for (i, p, first, again) in self.duplicated.iter().take(10) {
+            println!("  duplicated: record {i} in partition {p} at offsets {first} and {again}");
+        }
         let w = &self.watch;
         println!(
             "read during the faults: {} served; offsets rewound: {}   skipped: {}   served but not kept: {}   consumer errors: {:?}",
@@ -197,6 +204,9 @@ impl FaultReport {
         }
         for (p, o, served, kept) in w.diverged.iter().take(10) {
             println!("  partition {p}: record {served} served at offset {o}, where the log kept {kept:?}");
+        }
+        if let Some(evidence) = &self.evidence {
+            println!("{evidence}");
         }
     }
 
@@ -468,6 +478,30 @@ fn save_logs(cluster: &LocalCluster) -> String {
     format!("node logs saved in {}{tails}", dir.display())
 }
 
+/// The node logs and every node's copy of `topic`'s partitions, saved for a run whose
+/// promise did not hold; says where.
+fn save_evidence(cluster: &LocalCluster, topic: &str) -> String {
+    let saved = save_logs(cluster);
+    let dir = std::env::temp_dir().join(format!("strom-bench-faults-{}", std::process::id()));
+    for node in &cluster.nodes {
+        let Ok(entries) = std::fs::read_dir(node.dir.join("data")) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.rsplit_once('-').is_some_and(|(t, _)| t == topic) {
+                let to = dir.join(format!("node{}", node.id)).join(&name);
+                if std::fs::create_dir_all(&to).is_ok() {
+                    for file in std::fs::read_dir(entry.path()).into_iter().flatten().flatten() {
+                        let _ = std::fs::copy(file.path(), to.join(file.file_name()));
+                    }
+                }
+            }
+        }
+    }
+    format!("{saved}; partition directories in {}", dir.display())
+}
+
 /// Runs the faults against a cluster started from `binary` and checks the result.
 pub fn run_faults(binary: &Path, run: &FaultRun) -> Result<FaultReport> {
     let mut extra = vec![
@@ -605,6 +639,9 @@ pub fn run_faults(binary: &Path, run: &FaultRun) -> Result<FaultReport> {
     let read = read_back(&cluster.bootstrap(), topic, run.partitions)?;
     check(&mut report, &acknowledged, &read, idempotent);
     report.watch = fault_watch::check(watched, &read);
+    if !report.holds() {
+        report.evidence = Some(save_evidence(&cluster, topic));
+    }
     Ok(report)
 }
 
@@ -677,12 +714,12 @@ fn check(
             report.lost.push((*i, *p, *o));
         }
     }
-    let mut seen = BTreeSet::new();
+    let mut seen: BTreeMap<usize, i64> = BTreeMap::new();
     let mut last: BTreeMap<i32, usize> = BTreeMap::new();
     let mut reordered = BTreeSet::new();
-    for ((p, _), value) in read {
-        if !seen.insert(*value) {
-            report.duplicated.push(*value);
+    for ((p, offset), value) in read {
+        if let Some(first) = seen.insert(*value, *offset) {
+            report.duplicated.push((*value, *p, first, *offset));
         }
         if idempotent && last.get(p).is_some_and(|prev| prev >= value) {
             reordered.insert(*p);
