@@ -508,13 +508,15 @@ impl Partition {
     /// Records a follower's fetch from `fetch_offset` (the follower's log end) with its
     /// log start `log_start_offset`, sent by its incarnation `broker_epoch`, and moves the
     /// high and low watermarks. Returns an ISR expansion to propose if the follower now
-    /// qualifies, or NOT_LEADER_OR_FOLLOWER for a broker that is not a replica.
+    /// qualifies and is `isr_eligible` (see `MetadataImage::is_isr_eligible`), or
+    /// NOT_LEADER_OR_FOLLOWER for a broker that is not a replica.
     pub fn record_follower_fetch(
         &self,
         follower: BrokerId,
         broker_epoch: i64,
         fetch_offset: i64,
         log_start_offset: i64,
+        isr_eligible: bool,
     ) -> Result<Option<IsrProposal>, ApiError> {
         let (log_end, min_insync, local_log_start) = self
             .with_log(|log| {
@@ -547,7 +549,10 @@ impl Partition {
         self.update_low_watermark(&replica, local_log_start);
         let moved = self.advance_high_watermark(&replica, log_end, min_insync);
         let hw = self.high_watermark.load(Ordering::Acquire);
-        let proposal = replica.expanded_isr(follower, hw).map(|new_isr| {
+        let expanded = isr_eligible
+            .then(|| replica.expanded_isr(follower, hw))
+            .flatten();
+        let proposal = expanded.map(|new_isr| {
             replica.pending_isr = Some(new_isr.clone());
             IsrProposal {
                 leader_epoch: replica.leader_epoch,

@@ -172,6 +172,16 @@ impl MetadataImage {
             .is_some_and(BrokerRegistration::is_active)
     }
 
+    /// Whether broker `id`, fetching as the incarnation of `broker_epoch` (-1: not
+    /// said), may join an ISR (Kafka's `Partition.isReplicaIsrEligible`): active, and
+    /// (KIP-903) that incarnation the registered one. The controller refuses any other
+    /// with INELIGIBLE_REPLICA.
+    pub fn is_isr_eligible(&self, id: BrokerId, broker_epoch: i64) -> bool {
+        self.brokers
+            .get(&id)
+            .is_some_and(|b| b.is_active() && (broker_epoch == -1 || b.epoch == broker_epoch))
+    }
+
     /// A topic's config overrides.
     pub fn topic_configs(&self, name: &str) -> BTreeMap<String, String> {
         self.configs
@@ -439,6 +449,39 @@ mod tests {
             leader_epoch: LeaderEpoch(0),
             partition_epoch: PartitionEpoch(0),
         }
+    }
+
+    /// Only an active broker, fetching as its registered incarnation, may join an ISR.
+    #[test]
+    fn isr_eligibility_is_an_active_registration_of_the_fetching_incarnation() {
+        let registration = |epoch, fenced, in_controlled_shutdown| BrokerRegistration {
+            id: BrokerId(2),
+            epoch,
+            incarnation_id: Uuid::nil(),
+            endpoints: Vec::new(),
+            rack: None,
+            fenced,
+            in_controlled_shutdown,
+        };
+        let mut image = MetadataImage::default();
+        assert!(!image.is_isr_eligible(BrokerId(2), -1), "not registered");
+        image
+            .brokers
+            .insert(BrokerId(2), registration(40, true, false));
+        assert!(!image.is_isr_eligible(BrokerId(2), 40), "fenced");
+        image
+            .brokers
+            .insert(BrokerId(2), registration(40, false, true));
+        assert!(!image.is_isr_eligible(BrokerId(2), 40), "shutting down");
+        image
+            .brokers
+            .insert(BrokerId(2), registration(40, false, false));
+        assert!(image.is_isr_eligible(BrokerId(2), 40));
+        assert!(image.is_isr_eligible(BrokerId(2), -1), "an epoch not said");
+        assert!(
+            !image.is_isr_eligible(BrokerId(2), 12),
+            "an incarnation that has since re-registered"
+        );
     }
 
     #[test]

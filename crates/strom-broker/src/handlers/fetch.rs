@@ -135,6 +135,13 @@ fn resolve(
     follower: Option<(BrokerId, i64)>,
 ) -> Vec<Requested> {
     let mut out = Vec::new();
+    // A follower the controller would refuse (fenced, shutting down, or fetching as an
+    // incarnation that has since restarted and re-registered) is not proposed for the
+    // ISR: each of its fetches would propose it again, a thousand refused AlterPartitions
+    // a second while it waits to be unfenced.
+    let isr_eligible = follower.is_some_and(|(id, broker_epoch)| {
+        ctx.state.metadata.image().is_isr_eligible(id, broker_epoch)
+    });
     for (ti, topic) in req.topics.iter().enumerate() {
         for p in &topic.partitions {
             let partition = if ctx.version >= TOPIC_IDS_SINCE {
@@ -166,6 +173,7 @@ fn resolve(
                     broker_epoch,
                     p.fetch_offset,
                     p.log_start_offset,
+                    isr_eligible,
                 )? {
                     ctx.state
                         .replication

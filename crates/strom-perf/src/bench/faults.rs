@@ -492,7 +492,11 @@ fn save_evidence(cluster: &LocalCluster, topic: &str) -> String {
             if name.rsplit_once('-').is_some_and(|(t, _)| t == topic) {
                 let to = dir.join(format!("node{}", node.id)).join(&name);
                 if std::fs::create_dir_all(&to).is_ok() {
-                    for file in std::fs::read_dir(entry.path()).into_iter().flatten().flatten() {
+                    for file in std::fs::read_dir(entry.path())
+                        .into_iter()
+                        .flatten()
+                        .flatten()
+                    {
                         let _ = std::fs::copy(file.path(), to.join(file.file_name()));
                     }
                 }
