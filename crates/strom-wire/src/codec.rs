@@ -97,7 +97,12 @@ pub fn decompress_into(
             out.extend_from_slice(data);
             Ok(())
         }
-        Codec::Gzip => read_bounded(codec, flate2::read::MultiGzDecoder::new(data), limit, out),
+        Codec::Gzip => read_bounded(
+            codec,
+            flate2::bufread::MultiGzDecoder::new(data),
+            limit,
+            out,
+        ),
         Codec::Lz4 => decompress_lz4(data, limit, out),
         Codec::Zstd => {
             let decoder = zstd::stream::read::Decoder::new(data).map_err(|e| corrupt(codec, e))?;
@@ -175,7 +180,7 @@ fn read_bounded(
 /// once and need not hold them all: memory is what the reader buffers (a codec block),
 /// not what the section inflates to.
 pub enum Decoder<'a> {
-    Gzip(flate2::read::MultiGzDecoder<&'a [u8]>),
+    Gzip(flate2::bufread::MultiGzDecoder<&'a [u8]>),
     Snappy(SnappyReader<'a>),
     Lz4(Lz4Reader<'a>),
     Zstd(Box<zstd::stream::read::Decoder<'static, &'a [u8]>>),
@@ -187,7 +192,7 @@ pub enum Decoder<'a> {
 pub fn decoder(codec: Codec, data: &[u8], block_limit: usize) -> Result<Decoder<'_>, BatchError> {
     Ok(match codec {
         Codec::None => return Err(corrupt(codec, "no decoder for uncompressed records")),
-        Codec::Gzip => Decoder::Gzip(flate2::read::MultiGzDecoder::new(data)),
+        Codec::Gzip => Decoder::Gzip(flate2::bufread::MultiGzDecoder::new(data)),
         Codec::Snappy => Decoder::Snappy(SnappyReader::new(data, block_limit)),
         Codec::Lz4 => Decoder::Lz4(Lz4Reader::new(data).map_err(|e| corrupt(codec, e))?),
         Codec::Zstd => Decoder::Zstd(Box::new(
@@ -308,11 +313,12 @@ impl<'a> SnappyReader<'a> {
         }
     }
 
-    /// Decodes the next block into `block`; false when there is none.
-    fn next_block(&mut self) -> Result<bool, BatchError> {
+    /// The next compressed block and the size it decompresses to; `None` when there is
+    /// none.
+    fn next_block(&mut self) -> Result<Option<(&'a [u8], usize)>, BatchError> {
         let codec = Codec::Snappy;
         if self.blocks.is_empty() {
-            return Ok(false);
+            return Ok(None);
         }
         let block = if self.raw {
             std::mem::take(&mut self.blocks)
@@ -332,22 +338,36 @@ impl<'a> SnappyReader<'a> {
         if size > self.block_limit {
             return Err(too_large(codec, self.block_limit));
         }
-        self.block.resize(size, 0);
-        self.decoder
-            .decompress(block, &mut self.block)
-            .map_err(|e| corrupt(codec, e))?;
-        self.at = 0;
-        Ok(true)
+        Ok(Some((block, size)))
     }
-}
 
-impl SnappyReader<'_> {
-    /// Reads decompressed bytes into `buf` as [`Read::read`].
+    /// Decodes `block` into `out`, exactly its decompressed size.
+    fn decode(&mut self, block: &[u8], out: &mut [u8]) -> Result<(), BatchError> {
+        self.decoder
+            .decompress(block, out)
+            .map(drop)
+            .map_err(|e| corrupt(Codec::Snappy, e))
+    }
+
+    /// Reads decompressed bytes into `buf` as [`Read::read`]: a block that fits `buf` is
+    /// decoded straight into it, a larger one into the reader's buffer first.
     fn read_some(&mut self, buf: &mut [u8]) -> Result<usize, BatchError> {
         while self.at == self.block.len() {
-            if !self.next_block()? {
+            let Some((block, size)) = self.next_block()? else {
                 return Ok(0);
+            };
+            if size == 0 {
+                continue;
             }
+            if size <= buf.len() {
+                self.decode(block, &mut buf[..size])?;
+                return Ok(size);
+            }
+            let mut whole = std::mem::take(&mut self.block);
+            whole.resize(size, 0);
+            self.decode(block, &mut whole)?;
+            self.block = whole;
+            self.at = 0;
         }
         let n = buf.len().min(self.block.len() - self.at);
         buf[..n].copy_from_slice(&self.block[self.at..self.at + n]);
@@ -356,14 +376,16 @@ impl SnappyReader<'_> {
     }
 }
 
-/// Snappy decompressed whole into `out`, block by block.
+/// Snappy decompressed whole into `out`, each block straight into its place.
 fn decompress_snappy(data: &[u8], limit: usize, out: &mut Vec<u8>) -> Result<(), BatchError> {
     let mut reader = SnappyReader::new(data, limit);
-    while reader.next_block()? {
-        if out.len() + reader.block.len() > limit {
+    while let Some((block, size)) = reader.next_block()? {
+        if out.len() + size > limit {
             return Err(too_large(Codec::Snappy, limit));
         }
-        out.extend_from_slice(&reader.block);
+        let start = out.len();
+        out.resize(start + size, 0);
+        reader.decode(block, &mut out[start..])?;
     }
     Ok(())
 }
