@@ -549,9 +549,7 @@ impl Partition {
         self.update_low_watermark(&replica, local_log_start);
         let moved = self.advance_high_watermark(&replica, log_end, min_insync);
         let hw = self.high_watermark.load(Ordering::Acquire);
-        let expanded = isr_eligible
-            .then(|| replica.expanded_isr(follower, hw))
-            .flatten();
+        let expanded = replica.expanded_isr(follower, hw).filter(|_| isr_eligible);
         let proposal = expanded.map(|new_isr| {
             replica.pending_isr = Some(new_isr.clone());
             IsrProposal {

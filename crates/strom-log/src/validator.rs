@@ -10,18 +10,18 @@
 //! may inflate to any size, a record to at most [`DECOMPRESSED_LIMIT_FACTOR`] ×
 //! `max.message.bytes` and never more than [`DECOMPRESSED_LIMIT_MAX`]. Only a
 //! recompression to the topic's codec holds the records whole, within the same limit.
-//! A batch whose records do not parse would otherwise be
-//! stored and break every consumer that fetches it, and a record that claims two billion
-//! headers would be handed to every reader that decodes records. Only varints are parsed
-//! and nothing is copied; the fields themselves are looked at where the topic needs them
-//! — a compacted topic (keys), a CreateTime range check, a recompression.
+//! A batch whose records do not parse would otherwise be stored and break every consumer
+//! that fetches it, and a record that claims two billion headers would be handed to every
+//! reader that decodes records. Only varints are parsed and nothing is copied; the fields
+//! themselves are looked at where the topic needs them — a compacted topic (keys), a
+//! CreateTime range check, a recompression.
 
 use std::borrow::Cow;
 use std::cell::RefCell;
 
 use strom_wire::batch::{set_log_append_time, TIMESTAMP_TYPE_BIT};
 use strom_wire::codec::{compress, decompress_into, DECOMPRESSED_LIMIT_MAX};
-use strom_wire::records::{for_each_record, for_each_record_in, RecordView};
+use strom_wire::records::{for_each_record_in, RecordView};
 use strom_wire::{BatchError, Codec, RecordBatchHeader, BATCH_HEADER_LEN};
 
 use crate::{LogConfig, LogError};
@@ -107,18 +107,16 @@ pub fn validate_batch<'a>(
             Some(&decompressed.insert(buffer).0)
         }
     };
+    let (codec, records) = plain.map_or((source, section), |records| (Codec::None, records));
     let mut checks = RecordChecks::new(tp, &header, config, now_ms, check_timestamps);
-    let walked = match plain {
-        Some(records) => for_each_record(records, header.record_count, |r| checks.check(r)),
-        None => for_each_record_in(source, section, header.record_count, limit, |r| {
-            if read_records {
-                checks.check(r)
-            } else {
-                Ok(())
-            }
-        }),
-    };
-    walked.map_err(|e| with_partition(e, tp))?;
+    for_each_record_in(codec, records, header.record_count, limit, |r| {
+        if read_records {
+            checks.check(r)
+        } else {
+            Ok(())
+        }
+    })
+    .map_err(|e| with_partition(e, tp))?;
     if let Some(kind) = checks.kind {
         return Err(LogError::RecordErrors {
             kind,

@@ -246,9 +246,7 @@ pub fn walk_records_in(
         }
         // The window ends inside record `index`: room for all of it.
         let need = match record_length(window.available()) {
-            Some((prefix, length)) if length > record_limit => {
-                return Err(too_large(index, length.min(usize::MAX - prefix)))
-            }
+            Some((_, length)) if length > record_limit => return Err(too_large(index, length)),
             Some((prefix, length)) => prefix + length,
             None => MAX_VARINT,
         };
