@@ -18,7 +18,7 @@
 //! whether the promise held or not.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -461,8 +461,13 @@ fn inject(cluster: &mut LocalCluster, topic: &str, fault: Fault, p: usize) -> Re
 /// Copies every node's log out of the cluster's directory (removed with the cluster), so
 /// a failed run can be understood; says where they went, with the last lines of each
 /// (a CI run shows only what is printed).
+/// Where a run's node logs and partition directories are saved when it fails.
+fn evidence_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("strom-bench-faults-{}", std::process::id()))
+}
+
 fn save_logs(cluster: &LocalCluster) -> String {
-    let dir = std::env::temp_dir().join(format!("strom-bench-faults-{}", std::process::id()));
+    let dir = evidence_dir();
     if let Err(e) = std::fs::create_dir_all(&dir) {
         return format!("the node logs could not be saved: {e}");
     }
@@ -482,28 +487,32 @@ fn save_logs(cluster: &LocalCluster) -> String {
 /// promise did not hold; says where.
 fn save_evidence(cluster: &LocalCluster, topic: &str) -> String {
     let saved = save_logs(cluster);
-    let dir = std::env::temp_dir().join(format!("strom-bench-faults-{}", std::process::id()));
+    let dir = evidence_dir();
     for node in &cluster.nodes {
-        let Ok(entries) = std::fs::read_dir(node.dir.join("data")) else {
-            continue;
-        };
-        for entry in entries.flatten() {
+        let partitions = std::fs::read_dir(node.dir.join("data"))
+            .into_iter()
+            .flatten();
+        for entry in partitions.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             if name.rsplit_once('-').is_some_and(|(t, _)| t == topic) {
-                let to = dir.join(format!("node{}", node.id)).join(&name);
-                if std::fs::create_dir_all(&to).is_ok() {
-                    for file in std::fs::read_dir(entry.path())
-                        .into_iter()
-                        .flatten()
-                        .flatten()
-                    {
-                        let _ = std::fs::copy(file.path(), to.join(file.file_name()));
-                    }
-                }
+                copy_files(
+                    &entry.path(),
+                    &dir.join(format!("node{}", node.id)).join(&name),
+                );
             }
         }
     }
     format!("{saved}; partition directories in {}", dir.display())
+}
+
+/// Copies the files of directory `from` into a new directory `to`, as far as it can.
+fn copy_files(from: &Path, to: &Path) {
+    if std::fs::create_dir_all(to).is_err() {
+        return;
+    }
+    for file in std::fs::read_dir(from).into_iter().flatten().flatten() {
+        let _ = std::fs::copy(file.path(), to.join(file.file_name()));
+    }
 }
 
 /// Runs the faults against a cluster started from `binary` and checks the result.
@@ -718,11 +727,12 @@ fn check(
             report.lost.push((*i, *p, *o));
         }
     }
-    let mut seen: BTreeMap<usize, i64> = BTreeMap::new();
+    let mut seen: BTreeMap<usize, (i32, i64)> = BTreeMap::new();
     let mut last: BTreeMap<i32, usize> = BTreeMap::new();
     let mut reordered = BTreeSet::new();
     for ((p, offset), value) in read {
-        if let Some(first) = seen.insert(*value, *offset) {
+        let (first_partition, first) = *seen.entry(*value).or_insert((*p, *offset));
+        if (first_partition, first) != (*p, *offset) {
             report.duplicated.push((*value, *p, first, *offset));
         }
         if idempotent && last.get(p).is_some_and(|prev| prev >= value) {
