@@ -41,13 +41,18 @@ def cpu_of(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def follower(server, directory, ready):
-    os.write(ready, b"x")
+def accept(server, path):
+    """The client's (or leader's) connection, a chunk buffer, and the replica's file."""
     conn, _ = server.accept()
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    buf = bytearray(CHUNK)
-    view = memoryview(buf)
-    fd = os.open(os.path.join(directory, "follower.log"), os.O_WRONLY | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    return conn, memoryview(bytearray(CHUNK)), fd
+
+
+def follower(server, directory, ready):
+    os.write(ready, b"x")
+    port = server.getsockname()[1]
+    conn, view, fd = accept(server, os.path.join(directory, f"follower-{port}.log"))
     for _ in range(COUNT):
         recv_exact(conn, view)
         os.write(fd, view)
@@ -62,11 +67,7 @@ def leader(server, directory, follower_ports, ready):
         p.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         peers.append(p)
     os.write(ready, b"x")
-    conn, _ = server.accept()
-    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    buf = bytearray(CHUNK)
-    view = memoryview(buf)
-    fd = os.open(os.path.join(directory, "leader.log"), os.O_RDWR | os.O_CREAT, 0o644)
+    conn, view, fd = accept(server, os.path.join(directory, "leader.log"))
     offset = 0
     for _ in range(COUNT):
         recv_exact(conn, view)
