@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use openraft::raft::AppendEntriesResponse;
 use openraft::{BasicNode, Config, ServerState, SnapshotPolicy};
 use parking_lot::Mutex;
 use strom_metadata::{BrokerId, MetadataImage, MetadataRecord};
@@ -515,11 +516,18 @@ impl QuorumController {
     pub async fn handle(self: &Arc<Self>, request: Request) -> Response {
         match request {
             Request::AppendEntries(r) => {
-                self.elections
-                    .heard_from_leader(r.vote.leader_id().voted_for());
-                Response::AppendEntries(
-                    self.raft.append_entries(r).await.map_err(|e| e.to_string()),
-                )
+                let arrived = Instant::now();
+                let sender = r.vote.leader_id().voted_for();
+                let response = self.raft.append_entries(r).await;
+                // A deposed leader that has not yet learnt of its successor still sends
+                // AppendEntries, and is refused with the newer vote: it is no leader to
+                // wait for. Counted as contact, it made a voter whose leader had just been
+                // killed wait the whole fetch timeout for the deposed one instead.
+                if matches!(&response, Ok(r) if !matches!(r, AppendEntriesResponse::HigherVote(_)))
+                {
+                    self.elections.heard_from_leader(sender, arrived);
+                }
+                Response::AppendEntries(response.map_err(|e| e.to_string()))
             }
             Request::Vote(r) => Response::Vote(self.raft.vote(r).await.map_err(|e| e.to_string())),
             Request::InstallSnapshot(r) => Response::InstallSnapshot(
