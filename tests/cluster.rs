@@ -51,7 +51,7 @@ fn produce(bootstrap: &str, topic: &str, partitions: i32, count: usize) -> Vec<(
         send_waiting(&producer, record);
     }
     producer.flush(TIMEOUT).expect("flush");
-    let deliveries = producer.context().0.lock().unwrap();
+    let deliveries = producer.context().reports.lock().unwrap();
     assert_eq!(deliveries.len(), count, "delivery reports");
     deliveries
         .iter()

@@ -268,7 +268,20 @@ impl Partition {
                     ),
                 )));
             }
-            let info = log.append(records, crate::now_ms())?;
+            let info = log.append(records, crate::now_ms()).inspect_err(|e| {
+                // A refused sequence makes librdkafka bump its producer epoch and send
+                // every unacknowledged batch again: the line to read when a fault run
+                // finds a batch twice. One per refused batch, and the client backs off.
+                if let LogError::ProducerState(refused) = e {
+                    tracing::info!(
+                        partition = %format_args!("{}-{}", self.topic, self.index),
+                        leader_epoch,
+                        log_end_offset = log.log_end_offset(),
+                        %refused,
+                        "produce refused"
+                    );
+                }
+            })?;
             let moved =
                 self.advance_high_watermark(&self.replica.lock(), log.log_end_offset(), min_insync);
             let commit = PendingCommit {
@@ -414,6 +427,17 @@ impl Partition {
                 }
             } else {
                 log.become_leader(registration.leader_epoch)?;
+                // Kafka's state-change line: which log a leader starts each epoch from is
+                // what a failover's outcome is read back from.
+                tracing::info!(
+                    partition = %format_args!("{}-{}", self.topic, self.index),
+                    leader_epoch = registration.leader_epoch,
+                    partition_epoch = registration.partition_epoch,
+                    log_end_offset = log.log_end_offset(),
+                    high_watermark = self.high_watermark.load(Ordering::Acquire),
+                    isr = ?registration.isr,
+                    "leader starts"
+                );
                 replica.local = local;
                 replica.become_leader(registration, log.log_end_offset(), crate::now_ms());
             }
@@ -451,6 +475,15 @@ impl Partition {
             || replica.role != (Role::Follower { leader })
             || replica.leader_epoch != registration.leader_epoch;
         if changed {
+            tracing::info!(
+                partition = %format_args!("{}-{}", self.topic, self.index),
+                leader = leader.0,
+                leader_epoch = registration.leader_epoch,
+                partition_epoch = registration.partition_epoch,
+                log_end_offset = log.as_ref().map(|l| l.log_end_offset()),
+                high_watermark = self.high_watermark.load(Ordering::Acquire),
+                "follower starts"
+            );
             replica.local = local;
             replica.become_follower(leader, registration);
         } else if registration.partition_epoch > replica.partition_epoch {

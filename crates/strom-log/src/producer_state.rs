@@ -33,9 +33,10 @@ const MIN_PRODUCER_BYTES: usize = 8 + 2 + 1;
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ProducerStateError {
     /// A sequence number that does not follow the last one (OUT_OF_ORDER_SEQUENCE_NUMBER).
-    #[error("out of order sequence number for producer {producer_id}: expected {expected}, found {found}")]
+    #[error("out of order sequence number for producer {producer_id} epoch {producer_epoch}: expected {expected}, found {found}")]
     OutOfOrderSequence {
         producer_id: i64,
+        producer_epoch: i16,
         expected: i32,
         found: i32,
     },
@@ -95,16 +96,12 @@ impl ProducerStateManager {
         }
         let producer_id = header.producer_id;
         let found = header.base_sequence;
+        // A producer this log does not know may start at any sequence, as in Kafka since
+        // KIP-360: its earlier batches may be gone with retention or DeleteRecords, or
+        // never have reached this replica before it became leader. Refusing would make
+        // the client bump its epoch and send again what may already be written elsewhere.
         let Some(entry) = self.producers.get(&producer_id) else {
-            return if found == 0 {
-                Ok(SequenceCheck::Append)
-            } else {
-                Err(ProducerStateError::OutOfOrderSequence {
-                    producer_id,
-                    expected: 0,
-                    found,
-                })
-            };
+            return Ok(SequenceCheck::Append);
         };
         if header.producer_epoch < entry.epoch {
             return Err(ProducerStateError::InvalidProducerEpoch {
@@ -119,6 +116,7 @@ impl ProducerStateManager {
             } else {
                 Err(ProducerStateError::OutOfOrderSequence {
                     producer_id,
+                    producer_epoch: header.producer_epoch,
                     expected: 0,
                     found,
                 })
@@ -138,6 +136,7 @@ impl ProducerStateManager {
         if found != expected {
             return Err(ProducerStateError::OutOfOrderSequence {
                 producer_id,
+                producer_epoch: header.producer_epoch,
                 expected,
                 found,
             });
@@ -374,6 +373,23 @@ mod tests {
     }
 
     #[test]
+    fn an_unknown_producer_starts_at_any_sequence() {
+        let mut state = ProducerStateManager::default();
+        let first = header(7, 0, 40, 2, 10);
+        assert_eq!(state.check(&first), Ok(SequenceCheck::Append));
+        state.update(&first);
+        assert_eq!(
+            state.check(&header(7, 0, 44, 1, -1)),
+            Err(ProducerStateError::OutOfOrderSequence {
+                producer_id: 7,
+                producer_epoch: 0,
+                expected: 42,
+                found: 44
+            })
+        );
+    }
+
+    #[test]
     fn accepts_in_order_detects_duplicates_and_refuses_gaps() {
         let mut state = ProducerStateManager::default();
         let first = header(7, 0, 0, 3, 10);
@@ -388,6 +404,7 @@ mod tests {
             state.check(&header(7, 0, 5, 1, -1)),
             Err(ProducerStateError::OutOfOrderSequence {
                 producer_id: 7,
+                producer_epoch: 0,
                 expected: 3,
                 found: 5
             })
@@ -429,8 +446,16 @@ mod tests {
             Ok(SequenceCheck::Append)
         );
         assert!(
-            state.check(&header(1, 0, 1, 1, -1)).is_err(),
-            "producer 1 was forgotten"
+            matches!(
+                state.check(&header(2, 0, 0, 1, -1)),
+                Ok(SequenceCheck::Duplicate(_))
+            ),
+            "producer 2 is remembered"
+        );
+        assert_eq!(
+            state.check(&header(1, 0, 0, 1, -1)),
+            Ok(SequenceCheck::Append),
+            "producer 1 was forgotten: its batch is no longer known"
         );
     }
 

@@ -85,12 +85,24 @@ fn only_the_last_five_batches_are_remembered() {
 fn a_sequence_gap_is_out_of_order_and_nothing_is_written() {
     let root = tempfile::tempdir().unwrap();
     let mut log = open(&partition_dir(root.path()), config(), true);
-    assert_out_of_order(&mut log, &from_producer(1, 1), 0);
     append(&mut log, &from_producer(0, 3));
     assert_out_of_order(&mut log, &from_producer(4, 1), 3);
     assert_out_of_order(&mut log, &from_producer(2, 1), 3);
     assert_eq!(log.log_end_offset(), 3);
     append(&mut log, &from_producer(3, 1));
+}
+
+/// Kafka's rule since KIP-360: a producer with no state in this log (its batches were
+/// never replicated here, or are gone) is taken at whatever sequence it is at.
+#[test]
+fn an_unknown_producer_is_taken_at_any_sequence_and_checked_from_there() {
+    let root = tempfile::tempdir().unwrap();
+    let mut log = open(&partition_dir(root.path()), config(), true);
+    let first = append(&mut log, &from_producer(1000, 2));
+    assert!(!first.duplicate);
+    assert_duplicate_of(&mut log, &from_producer(1000, 2), first);
+    assert_out_of_order(&mut log, &from_producer(1003, 1), 1002);
+    append(&mut log, &from_producer(1002, 1));
 }
 
 #[test]

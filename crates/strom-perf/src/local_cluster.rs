@@ -4,8 +4,9 @@
 //! drive it with real signals (kill -9, SIGTERM) to time failovers.
 //!
 //! Each node's stdout (its ready lines) and stderr go to files in its directory, so the
-//! processes can outlive the command that started them.
+//! processes can outlive the command that started them; stderr keeps every incarnation's.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -306,12 +307,19 @@ impl LocalCluster {
             }
             None => Command::new(&self.binary),
         };
+        // Every incarnation's log stays, one after another: a fault run that went wrong is
+        // read across the restarts that led there.
+        let mut stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(node.dir.join("stderr"))?;
+        writeln!(stderr, "--- node {} starts ---", node.id)?;
         let child = command
             .arg("server")
             .arg(node.dir.join("server.properties"))
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(&out)?)
-            .stderr(std::fs::File::create(node.dir.join("stderr"))?)
+            .stderr(stderr)
             .env(
                 "RUST_LOG",
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "info,openraft=warn".into()),

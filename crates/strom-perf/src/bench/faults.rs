@@ -17,7 +17,7 @@
 //! it found to its reports (`--json`, `--html`; the page charts each fault's recovery),
 //! whether the promise held or not.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,12 +26,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use rdkafka::config::ClientConfig;
+use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use serde::Serialize;
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
 
 use super::args::ReportFiles;
 use super::fault_watch::{self, WatchFindings};
@@ -320,14 +322,41 @@ impl FaultReport {
 }
 
 /// A librdkafka producer context that keeps every delivery report, by the record number
-/// sent as its opaque: (partition, offset) or the error. The cluster tests use it too.
+/// sent as its opaque: (partition, offset) or the error; and librdkafka's own log, which a
+/// failed run saves beside the nodes' (with `debug=eos`, the client's side of a sequence
+/// error: which request failed and why it bumped its epoch). The cluster tests use it too.
 #[derive(Default)]
-pub struct Deliveries(pub Mutex<BTreeMap<usize, Delivery>>);
+pub struct Deliveries {
+    pub reports: Mutex<BTreeMap<usize, Delivery>>,
+    client_log: Mutex<VecDeque<String>>,
+}
 
 /// Where a record landed (partition, offset), or why it did not.
 pub type Delivery = Result<(i32, i64), String>;
 
-impl ClientContext for Deliveries {}
+/// The newest lines of librdkafka's log kept: bounded, whatever the client logs.
+const CLIENT_LOG_LINES: usize = 100_000;
+
+impl Deliveries {
+    /// librdkafka's log so far, one time-stamped line each.
+    pub fn client_log(&self) -> String {
+        let lines = self.client_log.lock().expect("client log");
+        lines.iter().map(|l| format!("{l}\n")).collect()
+    }
+}
+
+impl ClientContext for Deliveries {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
+        let mut line = String::new();
+        let _ = SystemTime.format_time(&mut Writer::new(&mut line));
+        line.push_str(&format!(" {level:?} {fac} {log_message}"));
+        let mut lines = self.client_log.lock().expect("client log");
+        if lines.len() == CLIENT_LOG_LINES {
+            lines.pop_front();
+        }
+        lines.push_back(line);
+    }
+}
 
 impl ProducerContext for Deliveries {
     type DeliveryOpaque = Box<usize>;
@@ -337,7 +366,10 @@ impl ProducerContext for Deliveries {
             Ok(m) => Ok((m.partition(), m.offset())),
             Err((e, _)) => Err(e.to_string()),
         };
-        self.0.lock().expect("deliveries").insert(*index, outcome);
+        self.reports
+            .lock()
+            .expect("deliveries")
+            .insert(*index, outcome);
     }
 }
 
@@ -458,19 +490,20 @@ fn inject(cluster: &mut LocalCluster, topic: &str, fault: Fault, p: usize) -> Re
     }
 }
 
-/// Copies every node's log out of the cluster's directory (removed with the cluster), so
-/// a failed run can be understood; says where they went, with the last lines of each
-/// (a CI run shows only what is printed).
 /// Where a run's node logs and partition directories are saved when it fails.
 fn evidence_dir() -> PathBuf {
     std::env::temp_dir().join(format!("strom-bench-faults-{}", std::process::id()))
 }
 
-fn save_logs(cluster: &LocalCluster) -> String {
+/// Copies every node's log out of the cluster's directory (removed with the cluster), and
+/// the producer's, so a failed run can be understood; says where they went, with the last
+/// lines of each node's (a CI run shows only what is printed).
+fn save_logs(cluster: &LocalCluster, client: &Deliveries) -> String {
     let dir = evidence_dir();
     if let Err(e) = std::fs::create_dir_all(&dir) {
         return format!("the node logs could not be saved: {e}");
     }
+    let _ = std::fs::write(dir.join("producer.log"), client.client_log());
     let mut tails = String::new();
     for node in &cluster.nodes {
         let _ = cluster.pause(node.id, false);
@@ -485,8 +518,8 @@ fn save_logs(cluster: &LocalCluster) -> String {
 
 /// The node logs and every node's copy of `topic`'s partitions, saved for a run whose
 /// promise did not hold; says where.
-fn save_evidence(cluster: &LocalCluster, topic: &str) -> String {
-    let saved = save_logs(cluster);
+fn save_evidence(cluster: &LocalCluster, client: &Deliveries, topic: &str) -> String {
+    let saved = save_logs(cluster, client);
     let dir = evidence_dir();
     for node in &cluster.nodes {
         let partitions = std::fs::read_dir(node.dir.join("data"))
@@ -568,6 +601,7 @@ pub fn run_faults(binary: &Path, run: &FaultRun) -> Result<FaultReport> {
         .set("message.timeout.ms", "120000")
         .set("request.timeout.ms", "10000")
         .set("topic.metadata.refresh.interval.ms", "1000")
+        .set("debug", "eos")
         .create_with_context(Deliveries::default())?;
     let producer = Arc::new(producer);
     let stop = Arc::new(AtomicBool::new(false));
@@ -621,7 +655,7 @@ pub fn run_faults(binary: &Path, run: &FaultRun) -> Result<FaultReport> {
             Ok(broker) => report.faults.push((fault, broker, started.elapsed())),
             Err(e) => {
                 stop.store(true, Ordering::Release);
-                let saved = save_logs(&cluster);
+                let saved = save_logs(&cluster, producer.context());
                 return Err(e.context(format!("fault {round} ({fault:?}); {saved}")));
             }
         }
@@ -630,12 +664,12 @@ pub fn run_faults(binary: &Path, run: &FaultRun) -> Result<FaultReport> {
     report.sent = sender.join().expect("producer thread");
     if let Err(e) = producer.flush(TIMEOUT) {
         let waiting = producer.in_flight_count();
-        let saved = save_logs(&cluster);
+        let saved = save_logs(&cluster, producer.context());
         return Err(anyhow::Error::new(e).context(format!(
             "{waiting} records still unacknowledged {TIMEOUT:?} after the last fault; {saved}"
         )));
     }
-    let deliveries = std::mem::take(&mut *producer.context().0.lock().expect("deliveries"));
+    let deliveries = std::mem::take(&mut *producer.context().reports.lock().expect("deliveries"));
     let mut acknowledged: BTreeMap<usize, (i32, i64)> = BTreeMap::new();
     for (i, outcome) in deliveries {
         match outcome {
@@ -653,7 +687,7 @@ pub fn run_faults(binary: &Path, run: &FaultRun) -> Result<FaultReport> {
     check(&mut report, &acknowledged, &read, idempotent);
     report.watch = fault_watch::check(watched, &read);
     if !report.holds() {
-        report.evidence = Some(save_evidence(&cluster, topic));
+        report.evidence = Some(save_evidence(&cluster, producer.context(), topic));
     }
     Ok(report)
 }
