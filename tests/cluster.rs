@@ -19,7 +19,8 @@ use common::client::{block_on, create_topic, send_waiting};
 use common::cluster::{run_bench, BenchRun, TestCluster};
 use common::{test_file, wait_until};
 use kafka_protocol::messages::{
-    ApiKey, BrokerId as KafkaBrokerId, UnregisterBrokerRequest, UnregisterBrokerResponse,
+    ApiKey, BrokerId as KafkaBrokerId, DescribeQuorumResponse, UnregisterBrokerRequest,
+    UnregisterBrokerResponse,
 };
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -266,14 +267,9 @@ fn sigstop_of_the_active_controller_elects_another_and_the_resumed_one_follows()
     );
 }
 
-/// Kafka's check-quorum (the split brain of KAFKA-15489): an active controller cut off
-/// from the other voters, which the brokers still reach, stops acting as active once no
-/// majority has acknowledged it for 1.5 × `controller.quorum.fetch.timeout.ms`. Before,
-/// it answered the brokers' heartbeats from memory while the new controller, hearing
-/// none, fenced every broker: all partitions went offline and no broker knew why.
-#[test]
-fn an_active_controller_cut_off_from_the_other_voters_steps_aside_and_the_brokers_follow_the_new_one(
-) {
+/// Runs `test` on three controllers and two brokers, each in its own network namespace
+/// (root only), once both brokers are registered.
+fn on_split_cluster_in_namespaces(test: impl FnOnce(&TestCluster) + Send + 'static) {
     // SAFETY: geteuid has no preconditions.
     assert_eq!(
         unsafe { libc::geteuid() },
@@ -284,6 +280,21 @@ fn an_active_controller_cut_off_from_the_other_voters_steps_aside_and_the_broker
     std::thread::spawn(|| {
         let cluster = TestCluster::isolated_split(3, 2, &[]);
         cluster.wait_for_brokers(&[4, 5]);
+        test(&cluster);
+    })
+    .join()
+    .expect("the test's thread");
+}
+
+/// Kafka's check-quorum (the split brain of KAFKA-15489): an active controller cut off
+/// from the other voters, which the brokers still reach, stops acting as active once no
+/// majority has acknowledged it for 1.5 × `controller.quorum.fetch.timeout.ms`. Before,
+/// it answered the brokers' heartbeats from memory while the new controller, hearing
+/// none, fenced every broker: all partitions went offline and no broker knew why.
+#[test]
+fn an_active_controller_cut_off_from_the_other_voters_steps_aside_and_the_brokers_follow_the_new_one(
+) {
+    on_split_cluster_in_namespaces(|cluster| {
         let brokers = [4, 5].map(|id| cluster.node(id).address());
         let old = TestCluster::active_controller(&brokers[0]);
         assert!((1..=3).contains(&old), "active controller {old}");
@@ -328,9 +339,61 @@ fn an_active_controller_cut_off_from_the_other_voters_steps_aside_and_the_broker
             "{:?}",
             TestCluster::describe_quorum(&brokers[0])
         );
-    })
-    .join()
-    .expect("the test's thread");
+    });
+}
+
+/// KIP-996's pre-vote: a voter cut off from the others asks them for pre-votes, which
+/// nobody answers, instead of standing for election, so its term stays where it was, and
+/// when the cut heals it follows the leader it left, still leading in the same epoch.
+/// Before, it stood every few seconds while away, and its higher term deposed that leader
+/// as soon as the two could talk again.
+#[test]
+fn a_voter_cut_off_from_the_others_does_not_depose_the_leader_when_it_comes_back() {
+    on_split_cluster_in_namespaces(|cluster| {
+        let broker = cluster.node(4).address();
+        let quorum = TestCluster::describe_quorum(&broker);
+        let partition = &quorum.topics[0].partitions[0];
+        let (leader, epoch) = (partition.leader_id.0, partition.leader_epoch);
+        let away = (1..=3).find(|v| *v != leader).expect("a follower voter");
+        let others: Vec<i32> = (1..=3).filter(|v| *v != away).collect();
+        let network = cluster.network().expect("an isolated cluster's network");
+        let logged_before = cluster.stderr(away).len();
+        network.cut(away, &others).unwrap();
+        // Away past its fetch timeout, the voter wants to stand.
+        assert!(
+            wait_until(TIMEOUT, || {
+                let log = cluster.stderr(away);
+                let since_cut = &log[logged_before..];
+                since_cut.contains("standing for election")
+                    || since_cut.contains("granted a pre-vote")
+            }),
+            "voter {away} never wanted to stand while cut off"
+        );
+        network.mend(away, &others).unwrap();
+        // Back, it takes a write of the leader's: only possible from a leader of at least
+        // its own term.
+        create_topic(&broker, "after-the-heal", 1);
+        let written = TestCluster::describe_quorum(&broker).topics[0].partitions[0].high_watermark;
+        let took_it = |q: &DescribeQuorumResponse| {
+            q.error_code == 0
+                && q.topics[0].partitions[0]
+                    .current_voters
+                    .iter()
+                    .any(|v| v.replica_id.0 == away && v.log_end_offset >= written)
+        };
+        assert!(
+            wait_until(TIMEOUT, || took_it(&TestCluster::describe_quorum(&broker))),
+            "{:?}",
+            TestCluster::describe_quorum(&broker)
+        );
+        let quorum = TestCluster::describe_quorum(&broker);
+        let partition = &quorum.topics[0].partitions[0];
+        assert_eq!(
+            (partition.leader_id.0, partition.leader_epoch),
+            (leader, epoch),
+            "the leader and epoch before voter {away} was cut off, and after it came back"
+        );
+    });
 }
 
 /// The metadata snapshots of voter `id`'s log directory, by name.

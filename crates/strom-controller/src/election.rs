@@ -38,6 +38,14 @@
 //!
 //! Only an AppendEntries openraft accepts counts as word from a leader: a deposed leader
 //! that has not yet learnt of its successor is refused with the newer vote.
+//!
+//! Before each candidacy a voter asks the others for a pre-vote (Kafka's KIP-996), and
+//! stands only if a majority, itself included, would vote for it: its log is at least as
+//! long as theirs and their leases on their leader have run out. A candidacy raises the
+//! voter's term even when it cannot win, and a higher term deposes any leader it reaches:
+//! a voter cut off from the others stood every few seconds, and when the cut healed its
+//! term made the live leader step down for a new election. A voter behind the others no
+//! longer raises the term past the one that can win either.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -47,6 +55,8 @@ use openraft::ServerState;
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
+use crate::log_store::LogStore;
+use crate::rpc::{Connection, Request, Response};
 use crate::types::Raft;
 
 /// The quorum's timings, all derived from `controller.quorum.election.timeout.ms` and
@@ -108,6 +118,8 @@ pub struct Elections {
     fresh: bool,
     /// A voter refused this one's candidacy for a longer log (set by the network).
     refused_for_log: Arc<AtomicBool>,
+    /// This voter's metadata log, whose end a pre-vote carries.
+    log: LogStore,
 }
 
 impl Elections {
@@ -117,10 +129,12 @@ impl Elections {
         timings: ElectionTimings,
         fresh: bool,
         refused_for_log: Arc<AtomicBool>,
+        log: LogStore,
     ) -> Self {
         Self {
             fresh,
             refused_for_log,
+            log,
             node_id,
             voters,
             timings,
@@ -145,6 +159,42 @@ impl Elections {
         drop(contact);
         // An election is over: a refusal seen in it says nothing about the next one.
         self.refused_for_log.store(false, Ordering::Relaxed);
+    }
+
+    /// Whether this voter's lease on its leader has run out: openraft would grant a vote.
+    pub fn lease_expired(&self) -> bool {
+        self.contact.lock().0.elapsed() >= self.timings.lease
+    }
+
+    /// Asks every other voter for a pre-vote at once; whether a majority, this voter
+    /// included, grants it. A voter that does not answer within the heartbeat interval
+    /// (cut off, or gone) does not.
+    async fn pre_vote(&self) -> bool {
+        let majority = self.voters.len() / 2 + 1;
+        let last_log_id = self.log.last_log_id();
+        let timeout = self.timings.heartbeat;
+        let mut asked = tokio::task::JoinSet::new();
+        for (_, address) in self.voters.iter().filter(|(id, _)| *id != self.node_id) {
+            let address = address.clone();
+            asked.spawn(async move {
+                let mut connection = Connection::connect(&address, timeout).await.ok()?;
+                let request = Request::PreVote { last_log_id };
+                match connection.call(&request, timeout).await {
+                    Ok(Response::PreVote(granted)) => Some(granted),
+                    _ => None,
+                }
+            });
+        }
+        let mut granted = 1;
+        while let Some(answer) = asked.join_next().await {
+            if matches!(answer, Ok(Some(true))) {
+                granted += 1;
+                if granted >= majority {
+                    return true;
+                }
+            }
+        }
+        granted >= majority
     }
 
     /// `leader` resigned: it sends nothing after its last AppendEntries.
@@ -229,6 +279,9 @@ impl Elections {
         } else {
             self.timings.fetch_timeout
         };
+        // The last word from a leader before the silence in which a refused pre-vote was
+        // logged.
+        let mut refused_in: Option<Instant> = None;
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(tick) => {}
@@ -273,14 +326,28 @@ impl Elections {
                 continue;
             }
             self.refused_for_log.store(false, Ordering::Relaxed);
-            tracing::info!(
-                node = self.node_id,
-                silent_ms = now.duration_since(contact).as_millis() as u64,
-                "standing for election: {why}"
-            );
             since = now;
             retry = self.retry();
             backoff = self.backoff();
+            let granted = self.pre_vote().await;
+            let silent_ms = now.duration_since(contact).as_millis() as u64;
+            if !granted {
+                // Once per silence: a cut-off voter asks every second or two.
+                if refused_in != Some(contact) {
+                    tracing::info!(
+                        node = self.node_id,
+                        silent_ms,
+                        "not standing for election ({why}): no majority of the voters granted a pre-vote"
+                    );
+                    refused_in = Some(contact);
+                }
+                continue;
+            }
+            tracing::info!(
+                node = self.node_id,
+                silent_ms,
+                "standing for election: {why}"
+            );
             if raft.trigger().elect().await.is_err() {
                 return;
             }

@@ -24,7 +24,7 @@ use tokio::net::TcpStream;
 use uuid::Uuid;
 
 use crate::state_machine::MetadataDelta;
-use crate::types::TypeConfig;
+use crate::types::{LogId, TypeConfig};
 
 /// The largest frame either side accepts (snapshots travel in openraft's chunks).
 pub const MAX_FRAME: usize = 64 << 20;
@@ -179,6 +179,13 @@ pub enum Request {
     InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
     /// Kafka's EndQuorumEpoch: the active controller is resigning; start an election now.
     EndQuorumEpoch,
+    /// KIP-996's pre-vote, asked before a candidacy: would this voter vote for a candidate
+    /// whose log ends at `last_log_id`? A candidacy raises the term whether it wins or not,
+    /// and a voter that could not win — cut off from the others, or behind them — raised
+    /// it until a live leader was deposed by the higher term when it came back.
+    PreVote {
+        last_log_id: Option<LogId>,
+    },
     BrokerRegistration {
         cluster_id: String,
         broker_id: BrokerId,
@@ -256,6 +263,8 @@ pub enum Response {
     Vote(Result<VoteResponse<u64>, String>),
     InstallSnapshot(Result<InstallSnapshotResponse<u64>, String>),
     EndQuorumEpoch,
+    /// Whether the pre-vote is granted.
+    PreVote(bool),
     BrokerRegistration(Result<i64, RpcError>),
     BrokerHeartbeat(Result<HeartbeatReply, RpcError>),
     FetchMetadata(Result<MetadataFetched, RpcError>),
