@@ -435,7 +435,7 @@ impl Partition {
                     partition_epoch = registration.partition_epoch,
                     log_end_offset = log.log_end_offset(),
                     high_watermark = self.high_watermark.load(Ordering::Acquire),
-                    isr = ?registration.isr,
+                    isr = ?registration.isr.iter().map(|b| b.0).collect::<Vec<_>>(),
                     "leader starts"
                 );
                 replica.local = local;
@@ -480,7 +480,8 @@ impl Partition {
                 leader = leader.0,
                 leader_epoch = registration.leader_epoch,
                 partition_epoch = registration.partition_epoch,
-                log_end_offset = log.as_ref().map(|l| l.log_end_offset()),
+                // -1: the log is not open (offline, or still loading).
+                log_end_offset = log.as_ref().map_or(-1, |l| l.log_end_offset()),
                 high_watermark = self.high_watermark.load(Ordering::Acquire),
                 "follower starts"
             );

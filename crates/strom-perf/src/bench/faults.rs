@@ -828,9 +828,8 @@ fn reordered(read: &BTreeMap<(i32, i64), usize>, resent: &BTreeSet<(i32, i64)>) 
     reordered.into_iter().collect()
 }
 
-/// The second copies of `duplicated` that their batch carries under a newer epoch of the
-/// same producer id than the first copy's batch, read from the batch headers in the
-/// partition leader's segment files.
+/// The copies among `duplicated` that the producer sent again under a new epoch, read
+/// from the batch headers in each partition leader's segment files.
 fn resent_by_client(
     cluster: &LocalCluster,
     topic: &str,
@@ -840,10 +839,10 @@ fn resent_by_client(
     let mut resent = BTreeSet::new();
     for (p, (leader, _, _)) in leaders.iter().enumerate() {
         let p = p as i32;
-        let copies: Vec<(i64, i64)> = duplicated
+        let copies: Vec<(usize, i64, i64)> = duplicated
             .iter()
             .filter(|d| d.1 == p)
-            .map(|d| (d.2, d.3))
+            .map(|d| (d.0, d.2, d.3))
             .collect();
         if copies.is_empty() {
             continue;
@@ -853,19 +852,47 @@ fn resent_by_client(
             .dir
             .join("data")
             .join(format!("{topic}-{p}"));
-        let offsets: BTreeSet<i64> = copies.iter().flat_map(|(a, b)| [*a, *b]).collect();
+        let offsets: BTreeSet<i64> = copies.iter().flat_map(|(_, a, b)| [*a, *b]).collect();
         let producers = batch_producers(&dir, &offsets)?;
-        for (first, again) in copies {
-            if let (Some((id, epoch)), Some((again_id, again_epoch))) =
-                (producers.get(&first), producers.get(&again))
-            {
-                if id == again_id && again_epoch > epoch {
-                    resent.insert((p, again));
+        resent.extend(
+            resent_copies(&copies, &producers)
+                .into_iter()
+                .map(|o| (p, o)),
+        );
+    }
+    Ok(resent)
+}
+
+/// Of one partition's duplicates (record, offset first read at, offset read at again),
+/// the offsets of the copies written under a newer epoch of the same producer id than
+/// every earlier copy of their record (`producers`: each offset's batch's producer id
+/// and epoch). A copy in an epoch an earlier copy already had is the cluster's.
+fn resent_copies(copies: &[(usize, i64, i64)], producers: &BTreeMap<i64, (i64, i16)>) -> Vec<i64> {
+    let mut by_record: BTreeMap<usize, BTreeSet<i64>> = BTreeMap::new();
+    for (record, first, again) in copies {
+        by_record
+            .entry(*record)
+            .or_default()
+            .extend([*first, *again]);
+    }
+    let mut resent = Vec::new();
+    for offsets in by_record.values() {
+        let mut offsets = offsets.iter();
+        let Some(&(id, mut newest)) = offsets.next().and_then(|o| producers.get(o)) else {
+            continue;
+        };
+        for offset in offsets {
+            match producers.get(offset) {
+                Some(&(again_id, epoch)) if again_id == id && epoch > newest => {
+                    resent.push(*offset);
+                    newest = epoch;
                 }
+                _ => {}
             }
         }
     }
-    Ok(resent)
+    resent.sort_unstable();
+    resent
 }
 
 /// The producer id and epoch of the batch holding each of `offsets`, from the headers of
@@ -1050,6 +1077,24 @@ mod tests {
             producers,
             BTreeMap::from([(1, (0, 0)), (4, (0, 0)), (8, (0, 1))])
         );
+    }
+
+    #[test]
+    fn only_a_copy_in_a_newer_producer_epoch_than_every_earlier_copy_is_a_client_resend() {
+        // Record 7 at 10 (epoch 0), again at 20 (epoch 1) and at 30 (epoch 1 again: the
+        // cluster's); record 8 at 11 and 21, both epoch 0; record 9 at 12 (producer 0)
+        // and 22 (producer 5, epoch 1).
+        let copies = [(7, 10, 20), (7, 10, 30), (8, 11, 21), (9, 12, 22)];
+        let producers = BTreeMap::from([
+            (10, (0, 0)),
+            (20, (0, 1)),
+            (30, (0, 1)),
+            (11, (0, 0)),
+            (21, (0, 0)),
+            (12, (0, 0)),
+            (22, (5, 1)),
+        ]);
+        assert_eq!(resent_copies(&copies, &producers), [20]);
     }
 
     #[test]
