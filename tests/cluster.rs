@@ -359,14 +359,17 @@ fn a_voter_cut_off_from_the_others_does_not_depose_the_leader_when_it_comes_back
         let network = cluster.network().expect("an isolated cluster's network");
         let logged_before = cluster.stderr(away).len();
         network.cut(away, &others).unwrap();
-        // Away past its fetch timeout, the voter wants to stand.
+        // Away past its fetch timeout, the voter wants to stand (without pre-vote it
+        // does: "standing for election: ...").
+        let since_cut = || {
+            cluster
+                .stderr(away)
+                .get(logged_before..)
+                .unwrap_or("")
+                .to_string()
+        };
         assert!(
-            wait_until(TIMEOUT, || {
-                let log = cluster.stderr(away);
-                let since_cut = &log[logged_before..];
-                since_cut.contains("standing for election")
-                    || since_cut.contains("granted a pre-vote")
-            }),
+            wait_until(TIMEOUT, || since_cut().contains("standing for election")),
             "voter {away} never wanted to stand while cut off"
         );
         network.mend(away, &others).unwrap();
@@ -392,6 +395,11 @@ fn a_voter_cut_off_from_the_others_does_not_depose_the_leader_when_it_comes_back
             (partition.leader_id.0, partition.leader_epoch),
             (leader, epoch),
             "the leader and epoch before voter {away} was cut off, and after it came back"
+        );
+        assert!(
+            !since_cut().contains("standing for election: "),
+            "voter {away} stood for election:\n{}",
+            since_cut()
         );
     });
 }

@@ -41,11 +41,14 @@
 //!
 //! Before each candidacy a voter asks the others for a pre-vote (Kafka's KIP-996), and
 //! stands only if a majority, itself included, would vote for it: its log is at least as
-//! long as theirs and their leases on their leader have run out. A candidacy raises the
-//! voter's term even when it cannot win, and a higher term deposes any leader it reaches:
-//! a voter cut off from the others stood every few seconds, and when the cut healed its
-//! term made the live leader step down for a new election. A voter behind the others no
-//! longer raises the term past the one that can win either.
+//! long as theirs, none of them is the active controller, and none has heard from a
+//! leader within the fetch timeout (within the lease, if it found that leader gone).
+//! A candidacy raises the voter's term even when it cannot win, and a higher term
+//! deposes any leader it reaches: a voter cut off from the others stood every few
+//! seconds, and when the cut healed its term made the live leader step down for a new
+//! election. A voter behind the others no longer raises the term past the one that can
+//! win either, which leaves the 2E above for the rare candidacy whose pre-vote passed
+//! before the logs moved.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -57,7 +60,7 @@ use tokio::sync::watch;
 
 use crate::log_store::LogStore;
 use crate::rpc::{Connection, Request, Response};
-use crate::types::Raft;
+use crate::types::{LogId, Raft};
 
 /// The quorum's timings, all derived from `controller.quorum.election.timeout.ms` and
 /// `controller.quorum.fetch.timeout.ms`.
@@ -161,9 +164,27 @@ impl Elections {
         self.refused_for_log.store(false, Ordering::Relaxed);
     }
 
-    /// Whether this voter's lease on its leader has run out: openraft would grant a vote.
-    pub fn lease_expired(&self) -> bool {
-        self.contact.lock().0.elapsed() >= self.timings.lease
+    /// Whether this voter grants a pre-vote to a candidate whose log ends at
+    /// `last_log_id`, `active` telling whether it is the active controller itself. The
+    /// candidate's log must be at least as long as this one's, and this voter must not
+    /// lead with a majority behind it. A voter that has a leader refuses for the fetch
+    /// timeout after its last word, as Kafka's voters do, unless it found that leader's
+    /// process gone or it resigned: then, as with no leader known, once its lease has
+    /// run out (when openraft would grant the vote itself). Refusing only for the lease
+    /// let a voter coming back from a cut depose the leader whenever a heartbeat to the
+    /// others was a little late.
+    pub fn grants_pre_vote(&self, last_log_id: Option<LogId>, active: bool) -> bool {
+        if active || last_log_id < self.log.last_log_id() {
+            return false;
+        }
+        let (contact, sender) = *self.contact.lock();
+        let silent = contact.elapsed();
+        match sender {
+            Some(leader) if *self.leader_gone.lock() != Some(leader) => {
+                silent >= self.timings.fetch_timeout
+            }
+            _ => silent >= self.timings.lease,
+        }
     }
 
     /// Asks every other voter for a pre-vote at once; whether a majority, this voter
@@ -329,7 +350,21 @@ impl Elections {
             since = now;
             retry = self.retry();
             backoff = self.backoff();
-            let granted = self.pre_vote().await;
+            let granted = tokio::select! {
+                granted = self.pre_vote() => granted,
+                _ = shutdown.changed() => return,
+            };
+            // The pre-vote took a round trip: a leader may have spoken, or won with this
+            // voter's vote, meanwhile. Standing now would depose it.
+            let (state, vote_now) = {
+                let m = raft.metrics();
+                let m = m.borrow();
+                (m.state, m.vote)
+            };
+            if state == ServerState::Leader || vote_now != vote || self.contact.lock().0 != contact
+            {
+                continue;
+            }
             let silent_ms = now.duration_since(contact).as_millis() as u64;
             if !granted {
                 // Once per silence: a cut-off voter asks every second or two.

@@ -31,7 +31,7 @@ use crate::rpc::{
     ReplicaState, Request, Response, RpcError,
 };
 use crate::state_machine::StateMachine;
-use crate::types::{LogId, MetadataBatch, Raft};
+use crate::types::{MetadataBatch, Raft};
 
 /// Producer ids handed to a broker at a time (Kafka's `ProducerIdsBlock` size).
 pub const PRODUCER_ID_BLOCK: i32 = 1000;
@@ -341,22 +341,6 @@ impl QuorumController {
         self.activity().is_ok()
     }
 
-    /// Whether this voter would vote for a candidate whose log ends at `last_log_id`, as
-    /// openraft's vote decides but for the term: the candidate's log is at least as long
-    /// as this one's, this voter's lease on its leader has run out, and it does not lead
-    /// with its majority behind it (nor has just won, before any voter acknowledged it).
-    fn grants_pre_vote(&self, last_log_id: Option<LogId>) -> bool {
-        if last_log_id < self.log.last_log_id() {
-            return false;
-        }
-        let just_elected = {
-            let m = self.raft.metrics();
-            let m = m.borrow();
-            m.state == ServerState::Leader && m.millis_since_quorum_ack.is_none()
-        };
-        !just_elected && !self.is_active() && self.elections.lease_expired()
-    }
-
     /// Notices every change of leadership as it happens ([`Self::activity`]), not only
     /// when a request or a periodic task next asks.
     async fn watch_leadership(self: Arc<Self>) {
@@ -559,9 +543,10 @@ impl QuorumController {
                 }
                 Response::EndQuorumEpoch
             }
-            Request::PreVote { last_log_id } => {
-                Response::PreVote(self.grants_pre_vote(last_log_id))
-            }
+            Request::PreVote { last_log_id } => Response::PreVote(
+                self.elections
+                    .grants_pre_vote(last_log_id, self.is_active()),
+            ),
             Request::FetchMetadata {
                 cluster_id,
                 broker_id,

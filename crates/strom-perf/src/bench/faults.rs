@@ -35,11 +35,11 @@ use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use serde::Serialize;
-use strom_wire::batch::RecordBatches;
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
 
 use super::args::ReportFiles;
+use super::fault_resends;
 use super::fault_watch::{self, WatchFindings};
 use super::{figure, median_max};
 use crate::kafka_rpc;
@@ -159,7 +159,10 @@ impl FaultReport {
 
     /// Duplicates that are not a client's re-send under a new producer epoch.
     pub fn duplicated_by_cluster(&self) -> usize {
-        self.duplicated.len() - self.resent_by_client.len()
+        self.duplicated
+            .iter()
+            .filter(|(_, p, _, again)| !self.resent_by_client.contains(&(*p, *again)))
+            .count()
     }
 
     /// Each kind of fault injected, with the seconds from each injection until every ISR
@@ -721,7 +724,8 @@ pub fn run_faults(binary: &Path, run: &FaultRun) -> Result<FaultReport> {
     let read = read_back(&cluster.bootstrap(), topic, run.partitions)?;
     check(&mut report, &acknowledged, &read);
     if !report.duplicated.is_empty() {
-        report.resent_by_client = resent_by_client(&cluster, topic, &report.duplicated)?;
+        report.resent_by_client =
+            fault_resends::resent_by_client(&cluster, topic, &report.duplicated, &read);
     }
     if idempotent {
         report.reordered = reordered(&read, &report.resent_by_client);
@@ -826,96 +830,6 @@ fn reordered(read: &BTreeMap<(i32, i64), usize>, resent: &BTreeSet<(i32, i64)>) 
         last.insert(*p, *value);
     }
     reordered.into_iter().collect()
-}
-
-/// The copies among `duplicated` that the producer sent again under a new epoch, read
-/// from the batch headers in each partition leader's segment files.
-fn resent_by_client(
-    cluster: &LocalCluster,
-    topic: &str,
-    duplicated: &[(usize, i32, i64, i64)],
-) -> Result<BTreeSet<(i32, i64)>> {
-    let leaders = partitions(&cluster.bootstrap(), topic)?;
-    let mut resent = BTreeSet::new();
-    for (p, (leader, _, _)) in leaders.iter().enumerate() {
-        let p = p as i32;
-        let copies: Vec<(usize, i64, i64)> = duplicated
-            .iter()
-            .filter(|d| d.1 == p)
-            .map(|d| (d.0, d.2, d.3))
-            .collect();
-        if copies.is_empty() {
-            continue;
-        }
-        let dir = cluster
-            .node(*leader)
-            .dir
-            .join("data")
-            .join(format!("{topic}-{p}"));
-        let offsets: BTreeSet<i64> = copies.iter().flat_map(|(_, a, b)| [*a, *b]).collect();
-        let producers = batch_producers(&dir, &offsets)?;
-        resent.extend(
-            resent_copies(&copies, &producers)
-                .into_iter()
-                .map(|o| (p, o)),
-        );
-    }
-    Ok(resent)
-}
-
-/// Of one partition's duplicates (record, offset first read at, offset read at again),
-/// the offsets of the copies written under a newer epoch of the same producer id than
-/// every earlier copy of their record (`producers`: each offset's batch's producer id
-/// and epoch). A copy in an epoch an earlier copy already had is the cluster's.
-fn resent_copies(copies: &[(usize, i64, i64)], producers: &BTreeMap<i64, (i64, i16)>) -> Vec<i64> {
-    let mut by_record: BTreeMap<usize, BTreeSet<i64>> = BTreeMap::new();
-    for (record, first, again) in copies {
-        by_record
-            .entry(*record)
-            .or_default()
-            .extend([*first, *again]);
-    }
-    let mut resent = Vec::new();
-    for offsets in by_record.values() {
-        let mut offsets = offsets.iter();
-        let Some(&(id, mut newest)) = offsets.next().and_then(|o| producers.get(o)) else {
-            continue;
-        };
-        for offset in offsets {
-            match producers.get(offset) {
-                Some(&(again_id, epoch)) if again_id == id && epoch > newest => {
-                    resent.push(*offset);
-                    newest = epoch;
-                }
-                _ => {}
-            }
-        }
-    }
-    resent.sort_unstable();
-    resent
-}
-
-/// The producer id and epoch of the batch holding each of `offsets`, from the headers of
-/// the segment files in partition directory `dir`.
-fn batch_producers(dir: &Path, offsets: &BTreeSet<i64>) -> Result<BTreeMap<i64, (i64, i16)>> {
-    let mut segments: Vec<PathBuf> = std::fs::read_dir(dir)
-        .with_context(|| format!("reading {}", dir.display()))?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|path| path.extension().is_some_and(|e| e == "log"))
-        .collect();
-    segments.sort();
-    let mut producers = BTreeMap::new();
-    for segment in segments {
-        let bytes = std::fs::read(&segment)?;
-        // A crash can leave a torn batch at a segment's end: the batches before it count.
-        for (header, _) in RecordBatches::new(&bytes).map_while(Result::ok) {
-            for offset in offsets.range(header.base_offset..=header.last_offset()) {
-                producers.insert(*offset, (header.producer_id, header.producer_epoch));
-            }
-        }
-    }
-    Ok(producers)
 }
 
 #[derive(Parser, Debug, Serialize)]
@@ -1039,62 +953,6 @@ mod tests {
         assert!(!rows.iter().any(|r| r.experiment == "KillFollower"));
         assert_eq!(figure("records", "failed"), "2");
         assert_eq!(figure("records", "acknowledged, lost or changed"), "1");
-    }
-
-    /// A batch of `count` records of producer 0 in `epoch`, at `base_offset`.
-    fn batch(base_offset: i64, count: usize, epoch: i16) -> Vec<u8> {
-        let mut builder = strom_wire::batch_builder::BatchBuilder::new(Vec::new(), 0);
-        for _ in 0..count {
-            builder.append(0, None, Some(b"v"), &[]);
-        }
-        let mut bytes = builder
-            .finish(
-                strom_wire::codec::Codec::None,
-                -1,
-                strom_wire::batch_builder::ProducerFields {
-                    producer_id: 0,
-                    producer_epoch: epoch,
-                    base_sequence: 0,
-                },
-            )
-            .unwrap();
-        strom_wire::batch::set_base_offset(&mut bytes, base_offset);
-        bytes
-    }
-
-    #[test]
-    fn each_offsets_producer_epoch_is_read_from_its_batch_across_segments() {
-        let dir = tempfile::tempdir().unwrap();
-        let first = [batch(0, 3, 0), batch(3, 2, 0)].concat();
-        // The second segment ends in a torn batch, as a crash leaves one.
-        let mut second = [batch(5, 4, 1)].concat();
-        second.extend_from_slice(&batch(9, 2, 1)[..20]);
-        std::fs::write(dir.path().join("00000000000000000000.log"), first).unwrap();
-        std::fs::write(dir.path().join("00000000000000000005.log"), second).unwrap();
-        std::fs::write(dir.path().join("00000000000000000005.index"), [0u8; 8]).unwrap();
-        let producers = batch_producers(dir.path(), &BTreeSet::from([1, 4, 8, 9])).unwrap();
-        assert_eq!(
-            producers,
-            BTreeMap::from([(1, (0, 0)), (4, (0, 0)), (8, (0, 1))])
-        );
-    }
-
-    #[test]
-    fn only_a_copy_in_a_newer_producer_epoch_than_every_earlier_copy_is_a_client_resend() {
-        // Record 7 at 10 (epoch 0), again at 20 (epoch 1) and at 30 (epoch 1 again: the
-        // cluster's); record 8 at 11 and 21, both epoch 0; record 9 at 12 (producer 0)
-        // and 22 (producer 5, epoch 1).
-        let copies = [(7, 10, 20), (7, 10, 30), (8, 11, 21), (9, 12, 22)];
-        let producers = BTreeMap::from([
-            (10, (0, 0)),
-            (20, (0, 1)),
-            (30, (0, 1)),
-            (11, (0, 0)),
-            (21, (0, 0)),
-            (12, (0, 0)),
-            (22, (5, 1)),
-        ]);
-        assert_eq!(resent_copies(&copies, &producers), [20]);
     }
 
     #[test]

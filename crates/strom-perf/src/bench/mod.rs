@@ -10,6 +10,7 @@ pub mod args;
 pub mod catchup;
 pub mod consumer_scaling;
 pub mod controller;
+pub mod fault_resends;
 pub mod fault_watch;
 pub mod faults;
 pub mod network;
