@@ -46,6 +46,10 @@ struct Inner {
 #[derive(Debug, Clone)]
 pub struct LogStore {
     inner: Arc<Mutex<Inner>>,
+    /// The last entry's log id, kept apart from `inner`, whose lock an append holds
+    /// through its fsync: a pre-vote's answer reads it, and must not wait for a disk
+    /// busy with the brokers' writes.
+    last: Arc<Mutex<Option<LogId>>>,
 }
 
 fn io_error(e: impl std::fmt::Display) -> StorageError {
@@ -154,15 +158,17 @@ impl LogStore {
             file.set_len(pos as u64)?;
             file.sync_all()?;
         }
+        let inner = Inner {
+            dir: dir.to_path_buf(),
+            file,
+            entries,
+            end: pos as u64,
+            vote,
+            purged,
+        };
         Ok(Self {
-            inner: Arc::new(Mutex::new(Inner {
-                dir: dir.to_path_buf(),
-                file,
-                entries,
-                end: pos as u64,
-                vote,
-                purged,
-            })),
+            last: Arc::new(Mutex::new(inner.last_log_id())),
+            inner: Arc::new(Mutex::new(inner)),
         })
     }
 
@@ -198,6 +204,7 @@ impl LogStore {
         for (entry, pos) in added {
             inner.entries.insert(entry.log_id.index, (entry, pos));
         }
+        *self.last.lock() = inner.last_log_id();
         Ok(())
     }
 
@@ -221,19 +228,22 @@ impl LogStore {
         end - first
     }
 
-    /// The log id of the last entry (or of the last purged one when the log is empty).
+    /// The log id of the last entry (or of the last purged one when the log is empty),
+    /// as of the last append, truncation or purge that completed.
     pub fn last_log_id(&self) -> Option<LogId> {
-        let inner = self.inner.lock();
-        inner
-            .entries
-            .values()
-            .next_back()
-            .map(|(e, _)| e.log_id)
-            .or(inner.purged)
+        *self.last.lock()
     }
 }
 
 impl Inner {
+    fn last_log_id(&self) -> Option<LogId> {
+        self.entries
+            .values()
+            .next_back()
+            .map(|(e, _)| e.log_id)
+            .or(self.purged)
+    }
+
     /// Rewrites the file with only the entries still held (after a purge).
     fn rewrite(&mut self) -> std::io::Result<()> {
         let mut bytes = Vec::new();
@@ -270,10 +280,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
         let inner = self.inner.lock();
-        let last = inner.entries.values().next_back().map(|(e, _)| e.log_id);
         Ok(LogState {
             last_purged_log_id: inner.purged,
-            last_log_id: last.or(inner.purged),
+            last_log_id: inner.last_log_id(),
         })
     }
 
@@ -327,6 +336,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         })
         .map_err(|e| StorageError::from(StorageIOError::write_logs(&e)))?;
         inner.end = pos;
+        *self.last.lock() = inner.last_log_id();
         Ok(())
     }
 
@@ -344,6 +354,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         inner.entries = kept;
         blocking(|| inner.rewrite())
             .map_err(|e| StorageError::from(StorageIOError::write_logs(&e)))?;
+        *self.last.lock() = inner.last_log_id();
         Ok(())
     }
 }
@@ -419,9 +430,14 @@ mod tests {
     async fn truncate_and_purge_are_durable() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = LogStore::open(dir.path()).unwrap();
+        let last = |store: &LogStore| store.last_log_id().map(|l| l.index);
+        assert_eq!(last(&store), None);
         store.write_entries((0..6).map(entry)).unwrap();
+        assert_eq!(last(&store), Some(5));
         store.truncate(entry(4).log_id).await.unwrap();
+        assert_eq!(last(&store), Some(3));
         store.purge(entry(1).log_id).await.unwrap();
+        assert_eq!(last(&store), Some(3));
         let vote = Vote::new_committed(3, 2);
         store.save_vote(&vote).await.unwrap();
         let mut store = LogStore::open(dir.path()).unwrap();
@@ -437,7 +453,15 @@ mod tests {
         let state = store.get_log_state().await.unwrap();
         assert_eq!(state.last_purged_log_id.map(|l| l.index), Some(1));
         assert_eq!(state.last_log_id.map(|l| l.index), Some(3));
+        assert_eq!(last(&store), Some(3));
         store.write_entries([entry(4)]).unwrap();
+        assert_eq!(last(&store), Some(4));
+        store.purge(entry(4).log_id).await.unwrap();
+        assert_eq!(
+            last(&store),
+            Some(4),
+            "with every entry purged, the last purged one is the last log id"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread")]
