@@ -218,7 +218,7 @@ impl Partition {
             return;
         }
         tracing::error!(
-            partition = %format!("{}-{}", self.topic, self.index),
+            partition = %self.name(),
             dir = %self.dir.display(),
             %error,
             "storage error: this replica is offline until the broker restarts (clients get KAFKA_STORAGE_ERROR); the controller moves its leadership, the broker's other partitions serve"
@@ -231,6 +231,11 @@ impl Partition {
         drop(replica);
         self.wake_waiters();
         report.notify_one();
+    }
+
+    /// `topic-index`, as Kafka names a partition in its logs.
+    pub fn name(&self) -> String {
+        format!("{}-{}", self.topic, self.index)
     }
 
     /// The partition's directory.
@@ -274,7 +279,7 @@ impl Partition {
                 // finds a batch twice. One per refused batch, and the client backs off.
                 if let LogError::ProducerState(refused) = e {
                     tracing::info!(
-                        partition = %format_args!("{}-{}", self.topic, self.index),
+                        partition = %self.name(),
                         leader_epoch,
                         log_end_offset = log.log_end_offset(),
                         %refused,
@@ -430,7 +435,7 @@ impl Partition {
                 // Kafka's state-change line: which log a leader starts each epoch from is
                 // what a failover's outcome is read back from.
                 tracing::info!(
-                    partition = %format_args!("{}-{}", self.topic, self.index),
+                    partition = %self.name(),
                     leader_epoch = registration.leader_epoch,
                     partition_epoch = registration.partition_epoch,
                     log_end_offset = log.log_end_offset(),
@@ -476,7 +481,7 @@ impl Partition {
             || replica.leader_epoch != registration.leader_epoch;
         if changed {
             tracing::info!(
-                partition = %format_args!("{}-{}", self.topic, self.index),
+                partition = %self.name(),
                 leader = leader.0,
                 leader_epoch = registration.leader_epoch,
                 partition_epoch = registration.partition_epoch,
@@ -762,7 +767,7 @@ impl Partition {
         log.truncate_to(offset)?;
         let end = log.log_end_offset();
         if self.high_watermark.load(Ordering::Acquire) > end {
-            tracing::warn!(partition = %format!("{}-{}", self.topic, self.index), end, "truncated below the high watermark");
+            tracing::warn!(partition = %self.name(), end, "truncated below the high watermark");
             self.set_follower_high_watermark(end, end);
         }
         Ok(())

@@ -85,7 +85,7 @@ pub async fn run(
                     match result.result {
                         Ok(altered) => {
                             tracing::info!(
-                                partition = %format!("{}-{}", partition.topic, partition.index),
+                                partition = %partition.name(),
                                 isr = ?altered.isr.iter().map(|b| b.0).collect::<Vec<_>>(),
                                 partition_epoch = altered.partition_epoch,
                                 "ISR updated"
@@ -98,7 +98,7 @@ pub async fn run(
                         }
                         Err(e) => {
                             tracing::info!(
-                                partition = %format!("{}-{}", partition.topic, partition.index),
+                                partition = %partition.name(),
                                 error = %e,
                                 "AlterPartition refused"
                             );

@@ -410,7 +410,7 @@ async fn run_fetcher(
                 let code = data.error_code;
                 let key = (p.topic.clone(), p.index);
                 if let Err(reason) = apply_fetched(p, at, data) {
-                    let partition = format!("{}-{}", p.topic, p.index);
+                    let partition = p.name();
                     let message = "replica fetch of a partition failed; retrying after a backoff (20 ms doubling while the leadership moves, else replica.fetch.backoff.ms)";
                     if leadership_moving(code) {
                         tracing::debug!(%partition, source = source.0, %reason, message);
@@ -468,7 +468,6 @@ fn leadership_moving(error_code: i16) -> bool {
 /// log. A stale answer (see [`Partition::append_as_follower`]) is dropped silently: the
 /// next fetch starts from where the log is now.
 fn apply_fetched(p: &Partition, at: &FetchPosition, data: PartitionData) -> Result<(), String> {
-    let name = || format!("{}-{}", p.topic, p.index);
     match ResponseError::try_from_code(data.error_code) {
         None => {}
         Some(ResponseError::OffsetOutOfRange) => {
@@ -478,7 +477,7 @@ fn apply_fetched(p: &Partition, at: &FetchPosition, data: PartitionData) -> Resu
                     .truncate_fully_and_start_at(at, data.log_start_offset)
                     .map_err(|e| e.to_string())?;
                 if restarted.is_some() {
-                    tracing::info!(partition = %name(), log_end, leader_log_start = data.log_start_offset, "follower was behind the leader's log start; restarted the log there");
+                    tracing::info!(partition = %p.name(), log_end, leader_log_start = data.log_start_offset, "follower was behind the leader's log start; restarted the log there");
                 }
                 return Ok(());
             }
@@ -487,7 +486,7 @@ fn apply_fetched(p: &Partition, at: &FetchPosition, data: PartitionData) -> Resu
                     .truncate_to(at, data.high_watermark)
                     .map_err(|e| e.to_string())?;
                 if truncated.is_some() {
-                    tracing::warn!(partition = %name(), log_end, leader_high_watermark = data.high_watermark, "follower was ahead of the leader; truncated to the leader's high watermark");
+                    tracing::warn!(partition = %p.name(), log_end, leader_high_watermark = data.high_watermark, "follower was ahead of the leader; truncated to the leader's high watermark");
                 }
                 return Ok(());
             }
@@ -501,7 +500,7 @@ fn apply_fetched(p: &Partition, at: &FetchPosition, data: PartitionData) -> Resu
             .truncate_diverged(at, diverging.epoch, diverging.end_offset)
             .map_err(|e| e.to_string())?;
         if let Some(offset) = truncated {
-            tracing::info!(partition = %name(), offset, leader_epoch = diverging.epoch, leader_end_offset = diverging.end_offset, "truncated a diverged follower log");
+            tracing::info!(partition = %p.name(), offset, leader_epoch = diverging.epoch, leader_end_offset = diverging.end_offset, "truncated a diverged follower log");
         }
         return Ok(());
     }
