@@ -17,25 +17,24 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use strom_wire::batch::RecordBatches;
 
+use super::faults::Duplicate;
 use crate::local_cluster::LocalCluster;
 
-/// The copies among `duplicated` (record, partition, offset first read at, offset read
-/// at again) that the producer sent again under a new epoch, as (partition, offset).
-/// `read` is every record read back, by (partition, offset). A partition whose headers
-/// cannot be read counts none: the report then keeps all its duplicates.
+/// The copies among `duplicated` that the producer sent again under a new epoch, as
+/// (partition, offset). A partition whose headers cannot be read counts none: the report
+/// then keeps all its duplicates.
 pub fn resent_by_client(
     cluster: &LocalCluster,
     topic: &str,
-    duplicated: &[(usize, i32, i64, i64)],
-    read: &BTreeMap<(i32, i64), usize>,
+    duplicated: &[Duplicate],
 ) -> BTreeSet<(i32, i64)> {
     let mut resent = BTreeSet::new();
-    let partitions: BTreeSet<i32> = duplicated.iter().map(|d| d.1).collect();
+    let partitions: BTreeSet<i32> = duplicated.iter().map(|(_, _, (p, _))| *p).collect();
     for p in partitions {
         let copies: Vec<(usize, i64, i64)> = duplicated
             .iter()
-            .filter(|(record, dp, first, _)| *dp == p && read.get(&(p, *first)) == Some(record))
-            .map(|(record, _, first, again)| (*record, *first, *again))
+            .filter(|(_, first, again)| first.0 == p && again.0 == p)
+            .map(|(record, first, again)| (*record, first.1, again.1))
             .collect();
         let offsets: BTreeSet<i64> = copies.iter().flat_map(|(_, a, b)| [*a, *b]).collect();
         match batch_producers(&partition_dir(cluster, topic, p), &offsets) {
@@ -66,10 +65,7 @@ fn partition_dir(cluster: &LocalCluster, topic: &str, p: i32) -> PathBuf {
 /// the offsets of the copies written under a newer epoch of the same producer id than
 /// every earlier copy of their record (`producers`: each offset's batch's producer id
 /// and epoch). A copy in an epoch an earlier copy already had is the cluster's.
-pub fn resent_copies(
-    copies: &[(usize, i64, i64)],
-    producers: &BTreeMap<i64, (i64, i16)>,
-) -> Vec<i64> {
+fn resent_copies(copies: &[(usize, i64, i64)], producers: &BTreeMap<i64, (i64, i16)>) -> Vec<i64> {
     let mut by_record: BTreeMap<usize, BTreeSet<i64>> = BTreeMap::new();
     for (record, first, again) in copies {
         by_record

@@ -21,6 +21,7 @@
 //! whether the promise held or not.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -125,9 +126,8 @@ pub struct FaultReport {
     /// Acknowledged records not at their offset (missing or another record there), or,
     /// acknowledged without an offset, not in their partition.
     pub lost: Vec<(usize, i32, i64)>,
-    /// Records read more than once: the record, its partition, the offset it was first
-    /// read at and the one it was read at again.
-    pub duplicated: Vec<(usize, i32, i64, i64)>,
+    /// Records read more than once.
+    pub duplicated: Vec<Duplicate>,
     /// The copies among `duplicated` (partition, offset) that the producer wrote again
     /// under a newer epoch of its producer id than the first copy's. librdkafka bumps its
     /// epoch when a request is refused with OUT_OF_ORDER_SEQUENCE_NUMBER while an earlier
@@ -161,7 +161,7 @@ impl FaultReport {
     pub fn duplicated_by_cluster(&self) -> usize {
         self.duplicated
             .iter()
-            .filter(|(_, p, _, again)| !self.resent_by_client.contains(&(*p, *again)))
+            .filter(|(_, _, again)| !self.resent_by_client.contains(again))
             .count()
     }
 
@@ -215,15 +215,13 @@ impl FaultReport {
                 self.resent_by_client.len()
             );
         }
-        for (i, p, first, again) in self.duplicated.iter().take(10) {
+        for (i, (first_partition, first), (p, again)) in self.duplicated.iter().take(10) {
             let why = if self.resent_by_client.contains(&(*p, *again)) {
                 " (sent again under a new producer epoch)"
             } else {
                 ""
             };
-            println!(
-                "  duplicated: record {i} in partition {p} at offsets {first} and {again}{why}"
-            );
+            println!("  duplicated: record {i} at {first_partition}/{first} and {p}/{again}{why}");
         }
         let w = &self.watch;
         println!(
@@ -372,6 +370,10 @@ pub struct Deliveries {
 /// Where a record landed (partition, offset), or why it did not.
 pub type Delivery = Result<(i32, i64), String>;
 
+/// A record read more than once: the record, where it was first read and where again,
+/// each as (partition, offset).
+pub type Duplicate = (usize, (i32, i64), (i32, i64));
+
 /// The newest lines of librdkafka's log kept: bounded, whatever the client logs.
 const CLIENT_LOG_LINES: usize = 100_000;
 
@@ -387,7 +389,7 @@ impl ClientContext for Deliveries {
     fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
         let mut line = String::new();
         let _ = SystemTime.format_time(&mut Writer::new(&mut line));
-        line.push_str(&format!(" {level:?} {fac} {log_message}"));
+        let _ = write!(line, " {level:?} {fac} {log_message}");
         let mut lines = self.client_log.lock().expect("client log");
         if lines.len() == CLIENT_LOG_LINES {
             lines.pop_front();
@@ -725,7 +727,7 @@ pub fn run_faults(binary: &Path, run: &FaultRun) -> Result<FaultReport> {
     check(&mut report, &acknowledged, &read);
     if !report.duplicated.is_empty() {
         report.resent_by_client =
-            fault_resends::resent_by_client(&cluster, topic, &report.duplicated, &read);
+            fault_resends::resent_by_client(&cluster, topic, &report.duplicated);
     }
     if idempotent {
         report.reordered = reordered(&read, &report.resent_by_client);
@@ -810,7 +812,9 @@ fn check(
     for ((p, offset), value) in read {
         let (first_partition, first) = *seen.entry(*value).or_insert((*p, *offset));
         if (first_partition, first) != (*p, *offset) {
-            report.duplicated.push((*value, *p, first, *offset));
+            report
+                .duplicated
+                .push((*value, (first_partition, first), (*p, *offset)));
         }
     }
 }
@@ -968,7 +972,10 @@ mod tests {
         assert!(reordered(&read, &BTreeSet::from([(0, 3), (0, 4)])).is_empty());
         let mut report = FaultReport::default();
         check(&mut report, &BTreeMap::new(), &read);
-        assert_eq!(report.duplicated, [(3, 0, 1, 3), (6, 0, 2, 4)]);
+        assert_eq!(
+            report.duplicated,
+            [(3, (0, 1), (0, 3)), (6, (0, 2), (0, 4))]
+        );
         assert_eq!(report.duplicated_by_cluster(), 2);
         report.resent_by_client = BTreeSet::from([(0, 3), (0, 4)]);
         assert_eq!(report.duplicated_by_cluster(), 0);
