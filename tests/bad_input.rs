@@ -444,6 +444,7 @@ fn offset_commit_checks_member_and_generation_before_the_rebalance_state() {
     let broker = StromBroker::start(&["group.initial.rebalance.delay.ms=0"]);
     let mut conn = Conn::open(&broker);
     assert_eq!(conn.create_topic("committed"), 0);
+    conn.wait_for_coordinator("precedence");
     let group = || GroupId(StrBytes::from_static_str("precedence"));
     // A lone member's join completes at once; without a SyncGroup the group stays in
     // CompletingRebalance.

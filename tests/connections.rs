@@ -266,6 +266,9 @@ fn an_abandoned_join_group_gives_its_descriptor_back_at_once() {
     let broker = StromBroker::start(&["group.initial.rebalance.delay.ms=25000"]);
     let mut admin = Conn::open(&broker);
     assert_eq!(admin.api_versions(3).error_code, 0);
+    for i in 0..50 {
+        admin.wait_for_coordinator(&format!("parked-{i}"));
+    }
     let baseline = broker.open_descriptors();
     let mut joiners: Vec<Conn> = (0..50).map(|_| Conn::open(&broker)).collect();
     for (i, conn) in joiners.iter_mut().enumerate() {

@@ -38,7 +38,22 @@ impl StromBroker {
     /// Starts a broker whose `RLIMIT_NOFILE` is `open_files_limit` (soft and hard), as a
     /// machine with a low descriptor limit would run it; restarts keep the limit.
     pub fn start_limited(open_files_limit: Option<u64>, overrides: &[&str]) -> Self {
+        Self::start_prepared(open_files_limit, |_| {}, overrides)
+    }
+
+    /// Starts a broker on a log directory that `setup` fills first (with an earlier
+    /// release's files, say).
+    pub fn start_on(setup: impl FnOnce(&Path), overrides: &[&str]) -> Self {
+        Self::start_prepared(None, setup, overrides)
+    }
+
+    fn start_prepared(
+        open_files_limit: Option<u64>,
+        setup: impl FnOnce(&Path),
+        overrides: &[&str],
+    ) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
+        setup(&dir.path().join("logs"));
         let mut broker = Self {
             child: None,
             dir,
@@ -335,4 +350,18 @@ pub fn stdout_of(output: &std::process::Output) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     stdout
+}
+
+/// `text` without the terminal colour codes tracing puts around field names.
+pub fn without_colours(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            chars.by_ref().find(|&c| c == 'm');
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }

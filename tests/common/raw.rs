@@ -11,7 +11,8 @@ use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProdu
 use kafka_protocol::messages::produce_response::PartitionProduceResponse;
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, CreateTopicsRequest, CreateTopicsResponse,
-    ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName,
+    FindCoordinatorRequest, FindCoordinatorResponse, ProduceRequest, ProduceResponse,
+    RequestHeader, ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
@@ -125,6 +126,21 @@ impl Conn {
             Ok(n) => panic!("{what}: the broker answered {n} bytes instead of closing"),
             Err(e) => panic!("{what}: connection not closed: {e}"),
         }
+    }
+
+    /// Asks FindCoordinator for `group` until it names a coordinator, as a client does
+    /// before its first group request (the first lookup creates `__consumer_offsets`).
+    pub fn wait_for_coordinator(&mut self, group: &str) {
+        let ready = super::wait_until(IO_TIMEOUT, || {
+            let response: FindCoordinatorResponse = self.call(
+                ApiKey::FindCoordinator,
+                3,
+                &FindCoordinatorRequest::default()
+                    .with_key(StrBytes::from_string(group.to_string())),
+            );
+            response.error_code == 0
+        });
+        assert!(ready, "group {group} has a coordinator");
     }
 
     pub fn api_versions(&mut self, version: i16) -> ApiVersionsResponse {

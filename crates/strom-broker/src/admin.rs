@@ -1,19 +1,16 @@
-//! Admin changes as this node's controller makes them: on a standalone node its own
-//! controller (`standalone_controller`) changes the logs and the image at once; on a
-//! broker of a cluster the change is forwarded to the active controller of the quorum
-//! (Kafka's forwarding), which decides placement and writes the records every broker
-//! applies. Handlers call these functions and never choose between the two themselves.
+//! Admin changes, forwarded to the active controller of the quorum (Kafka's forwarding),
+//! which decides placement and writes the records every broker applies — on a single
+//! node too, whose controller is the one voter of its quorum.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use kafka_protocol::ResponseError;
-use strom_controller::replication_control;
 use strom_controller::rpc::{AdminResult, AdminWrite, NewTopic};
 use strom_metadata::{BrokerId, ConfigResource};
 use uuid::Uuid;
 
-use crate::{standalone_controller, topic_config, ApiError, BrokerState};
+use crate::{topic_config, ApiError, BrokerState};
 
 /// How long a forwarded change may wait for the quorum: the request's `timeout_ms`,
 /// at least a second and at most [`crate::quorum_channel::ADMIN_DEADLINE`].
@@ -85,37 +82,7 @@ pub async fn create_topic(
     validate_only: bool,
     timeout: Duration,
 ) -> Result<Created, ApiError> {
-    let Some(quorum) = &state.quorum else {
-        if spec.assignments.is_empty()
-            && spec.replication_factor != -1
-            && spec.replication_factor != 1
-        {
-            return Err(ApiError::new(
-                ResponseError::InvalidReplicationFactor,
-                format!(
-                    "Replication factor: {} larger than available brokers: 1.",
-                    spec.replication_factor
-                ),
-            ));
-        }
-        // The log manager checks the name, count, limits and configs itself; the replica
-        // lists are checked as the quorum's controller checks them.
-        replication_control::check_assignment(&state.metadata.image(), &spec.assignments)
-            .map_err(crate::quorum_channel::api_error)?;
-        let partitions = spec.partition_count();
-        let topic = standalone_controller::create_topic(
-            state,
-            &spec.name,
-            partitions,
-            spec.configs,
-            validate_only,
-        )?;
-        return Ok(Created {
-            id: topic.id,
-            partitions,
-            replication_factor: 1,
-        });
-    };
+    let quorum = &state.quorum;
     let configs = validated(&spec, state)?;
     let replication_factor = if spec.replication_factor == -1 {
         state.config.kraft.default_replication_factor
@@ -156,9 +123,7 @@ pub async fn create_partitions(
     validate_only: bool,
     timeout: Duration,
 ) -> Result<(), ApiError> {
-    let Some(quorum) = &state.quorum else {
-        return standalone_controller::create_partitions(state, name, count, validate_only);
-    };
+    let quorum = &state.quorum;
     let current = state
         .metadata
         .image()
@@ -178,37 +143,14 @@ pub async fn create_partitions(
 }
 
 /// ElectLeaders: a PREFERRED or (`unclean`) UNCLEAN election of each named partition
-/// (`None`: every partition). A standalone node's partitions have one replica, which
-/// leads already: no election is needed.
+/// (`None`: every partition).
 pub async fn elect_leaders(
     state: &BrokerState,
     unclean: bool,
     partitions: Option<Vec<(String, i32)>>,
     timeout: Duration,
 ) -> Result<Vec<(String, i32, Result<(), ApiError>)>, ApiError> {
-    let Some(quorum) = &state.quorum else {
-        let partitions = partitions.unwrap_or_else(|| {
-            state
-                .logs
-                .topics()
-                .iter()
-                .flat_map(|t| (0..t.partition_count()).map(|i| (t.name.clone(), i)))
-                .collect()
-        });
-        return Ok(partitions
-            .into_iter()
-            .map(|(topic, index)| {
-                let result = match state.logs.partition(&topic, index) {
-                    Some(_) => Err(ApiError::new(
-                        ResponseError::ElectionNotNeeded,
-                        format!("Leader election not needed for topic partition {topic}-{index}"),
-                    )),
-                    None => Err(ApiError::unknown_topic()),
-                };
-                (topic, index, result)
-            })
-            .collect());
-    };
+    let quorum = &state.quorum;
     let write = AdminWrite::ElectLeaders {
         unclean,
         partitions,
@@ -228,9 +170,7 @@ pub async fn delete_topic(
     name: &str,
     timeout: Duration,
 ) -> Result<Uuid, ApiError> {
-    let Some(quorum) = &state.quorum else {
-        return standalone_controller::delete_topic(state, name);
-    };
+    let quorum = &state.quorum;
     let write = AdminWrite::DeleteTopics {
         names: vec![name.to_string()],
     };
@@ -245,14 +185,8 @@ pub async fn delete_topic(
 
 /// A topic's config overrides as they are now, `None` if the topic does not exist.
 pub fn topic_overrides(state: &BrokerState, name: &str) -> Option<BTreeMap<String, String>> {
-    match &state.quorum {
-        Some(_) => state
-            .metadata
-            .image()
-            .topic(name)
-            .map(|_| state.metadata.image().topic_configs(name)),
-        None => state.logs.topic(name).map(|t| t.configs.read().clone()),
-    }
+    let image = state.metadata.image();
+    image.topic(name).map(|_| image.topic_configs(name))
 }
 
 /// Validates `configs` as the topic's whole new set of overrides and, unless
@@ -274,16 +208,10 @@ pub async fn alter_topic_configs(
         validated.insert(k, value);
     }
     topic_config::validate_together(&validated)?;
-    let Some(quorum) = &state.quorum else {
-        if validate_only {
-            return Ok(());
-        }
-        return state.logs.set_topic_configs(name, validated);
-    };
     let (changes, replace) = quorum_changes(validated, changes);
     alter_configs_in_quorum(
         state,
-        quorum,
+        &state.quorum,
         ConfigResource::Topic(name.to_string()),
         changes,
         replace,
@@ -368,25 +296,10 @@ pub async fn alter_broker_configs(
             configs,
         )
     };
-    let Some(quorum) = &state.quorum else {
-        return crate::log_manager::off_async_workers(|| {
-            let _update = state.dynamic_configs.lock_updates();
-            let configs = validate(&configs)?;
-            if validate_only {
-                return Ok(());
-            }
-            state
-                .dynamic_configs
-                .store(entity, configs)
-                .map_err(|e| ApiError::new(ResponseError::KafkaStorageError, e.to_string()))?;
-            crate::dynamic_config::apply(state);
-            Ok(())
-        });
-    };
     let (changes, replace) = quorum_changes(validate(&configs)?, changes);
     alter_configs_in_quorum(
         state,
-        quorum,
+        &state.quorum,
         ConfigResource::Broker(entity.map(BrokerId)),
         changes,
         replace,
@@ -395,28 +308,18 @@ pub async fn alter_broker_configs(
     .await
 }
 
-/// A new producer id: from this node's file-backed blocks standalone, from blocks the
-/// controller allocates in a cluster.
+/// A new producer id, from the blocks the controller allocates.
 pub async fn next_producer_id(state: &BrokerState) -> Result<i64, ApiError> {
-    match &state.quorum {
-        Some(quorum) => quorum.next_producer_id().await,
-        None => state.producer_ids.next_id().map_err(ApiError::from),
-    }
+    state.quorum.next_producer_id().await
 }
 
 /// UnregisterBroker: forgets broker `broker_id`'s registration at the active controller.
-/// A standalone node has no registrations to forget.
 pub async fn unregister_broker(
     state: &BrokerState,
     broker_id: i32,
     timeout: Duration,
 ) -> Result<(), ApiError> {
-    let Some(quorum) = &state.quorum else {
-        return Err(ApiError::new(
-            ResponseError::BrokerIdNotRegistered,
-            "A standalone node has no broker registrations: it is not a KRaft cluster.",
-        ));
-    };
+    let quorum = &state.quorum;
     let write = AdminWrite::UnregisterBroker {
         broker_id: BrokerId(broker_id),
     };

@@ -59,7 +59,7 @@ async fn register(
         match response {
             Ok(Response::BrokerRegistration(Ok(epoch))) => {
                 quorum.epoch.store(epoch, Ordering::Release);
-                quorum.fenced.store(true, Ordering::Release);
+                quorum.set_fenced(true);
                 tracing::info!(
                     node = quorum.node_id,
                     broker_epoch = epoch,
@@ -110,12 +110,15 @@ async fn heartbeat(
         .map_err(|e| (codes::REQUEST_TIMED_OUT, e.to_string()))?;
     match response {
         Response::BrokerHeartbeat(Ok(reply)) => {
-            let was = quorum.fenced.swap(reply.is_fenced, Ordering::AcqRel);
+            let was = quorum.set_fenced(reply.is_fenced);
             if was && !reply.is_fenced {
                 tracing::info!(node = quorum.node_id, "unfenced by the controller: serving");
                 // On stdout beside the ready line: launchers (`strom cluster`, the cluster
-                // tests) wait for it to know this incarnation has really joined.
-                println!("strom broker {} unfenced", quorum.node_id);
+                // tests) wait for it to know this incarnation has really joined. A
+                // single node's ready line comes only once it is unfenced.
+                if !state.config.kraft.formats_itself {
+                    println!("strom broker {} unfenced", quorum.node_id);
+                }
             } else if !was && reply.is_fenced {
                 tracing::warn!(node = quorum.node_id, "fenced by the controller");
             }
@@ -157,7 +160,7 @@ pub async fn run(
         // unfenced without waiting out an interval.
         let caught_up_now = async {
             let epoch = quorum.epoch.load(Ordering::Acquire);
-            if quorum.fenced.load(Ordering::Acquire) {
+            if quorum.is_fenced() {
                 let _ = applied.wait_for(|o| *o >= epoch).await;
             } else {
                 std::future::pending::<()>().await;

@@ -1,11 +1,14 @@
 //! `strom server [server.properties] [--override key=value]...`, like
 //! `kafka-server-start.sh`.
 //!
-//! Once every partition is open the broker prints one line to stdout,
+//! Once the broker serves it prints one line to stdout,
 //! `strom broker <node.id> listening on <host>:<port>`, so that scripts and the perf tools'
-//! embedded mode can start it on port 0 and learn the port. A standalone node's listener
-//! accepts clients before that line, and serves each partition as soon as it is open. SIGTERM and SIGINT shut it
-//! down cleanly (logs flushed and closed) with exit status 0.
+//! embedded mode can start it on port 0 and learn the port: a node without
+//! `process.roles` once its one-voter controller has unfenced it and it leads every
+//! partition; a cluster node once its partitions are open (a controller prints
+//! `strom controller <node.id> listening on <host>:<port>` first, and a broker
+//! `strom broker <node.id> unfenced` when the controller unfences it). SIGTERM and SIGINT
+//! shut it down cleanly (logs flushed and closed) with exit status 0.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -90,6 +93,7 @@ const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_millis(100
 
 async fn run(config: BrokerConfig) -> ExitCode {
     let node_id = config.node_id;
+    let formats_itself = config.kraft.formats_itself;
     let (mut term, mut int) = match (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
@@ -109,14 +113,16 @@ async fn run(config: BrokerConfig) -> ExitCode {
     };
     if let Some(controller) = &node.controller {
         tracing::info!(node_id, address = %controller.local_addr, "controller started");
-        println!(
-            "strom controller {node_id} listening on {}",
-            controller.local_addr
-        );
+        if !formats_itself {
+            println!(
+                "strom controller {node_id} listening on {}",
+                controller.local_addr
+            );
+        }
     }
     if let Some(broker) = &mut node.broker {
         tokio::select! {
-            loaded = broker.partitions_loaded() => if let Err(e) = loaded {
+            ready = broker.ready() => if let Err(e) = ready {
                 eprintln!("strom server: {e}");
                 let _ = node.shutdown().await;
                 return ExitCode::from(1);

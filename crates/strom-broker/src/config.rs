@@ -423,6 +423,12 @@ impl BrokerConfig {
             });
         }
         c.kraft = KraftConfig::from_properties(props, c.node_id)?;
+        // A single node is the only broker its internal topics can live on: Kafka's own
+        // single-node configuration (its quickstart server.properties) sets their
+        // replication factor to 1, and so does a node that formats itself.
+        if c.kraft.formats_itself && !props.contains_key("offsets.topic.replication.factor") {
+            c.offsets_topic_replication_factor = 1;
+        }
         if c.kraft.voters.is_empty() && c.kraft.quorum_bootstrap_servers.is_some() {
             if let Some(voters) = crate::standalone_quorum::read(&c.metadata_dir())? {
                 c.kraft.voters = voters;

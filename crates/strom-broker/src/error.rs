@@ -25,6 +25,10 @@ pub enum BrokerError {
     /// The configuration asks for something this build cannot run yet.
     #[error("{0}")]
     Unsupported(String),
+    /// A storage directory cannot be used as it is (in use by another node, or an
+    /// earlier release's files that cannot be upgraded); the message names it and why.
+    #[error("{0}")]
+    Storage(String),
 }
 
 /// A Kafka error code and the message that goes with it in responses that carry one.

@@ -4,9 +4,12 @@
 //! quorum timeouts — with Kafka's defaults and the checks `KafkaConfig` makes, each
 //! error naming its key.
 //!
-//! A node without `process.roles` is a standalone combined node that formats itself; a
-//! node with it is a KRaft node (broker, controller or both) of the quorum
-//! `controller.quorum.voters`, on directories `strom storage format` prepared.
+//! Every node is a KRaft node. One with `process.roles` is a broker, a controller or both
+//! of the quorum `controller.quorum.voters`, on directories `strom storage format`
+//! prepared. One without it (`strom server` with no setup) is what Kafka 4's
+//! `kafka-storage format --standalone` makes of a single node: a combined broker and
+//! controller, the one voter of its quorum, on a controller listener of its own beside the
+//! client listener; it formats its directories itself on first start.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -67,8 +70,11 @@ pub struct NamedListener {
 /// The KRaft part of a node's configuration.
 #[derive(Debug, Clone)]
 pub struct KraftConfig {
-    /// `None`: a standalone node, formatted on first start.
-    pub roles: Option<Roles>,
+    pub roles: Roles,
+    /// No `process.roles` was given: a one-voter combined node that formats itself on
+    /// first start. Its controller listener (`CONTROLLER`, on the client listener's host)
+    /// takes any free port, which [`Self::bind_own_voter`] writes into the voter set.
+    pub formats_itself: bool,
     /// `controller.quorum.voters`, or the voter set a `--standalone` format wrote into
     /// the metadata directory when only `controller.quorum.bootstrap.servers` is set.
     pub voters: Vec<Voter>,
@@ -169,6 +175,24 @@ fn parse_listeners(key: &str, value: &str) -> Result<Vec<NamedListener>, ConfigE
     Ok(out)
 }
 
+/// The controller listener of a node without `process.roles`: the one `listeners` names
+/// in `controller.listener.names` if any, else `CONTROLLER` on the first client
+/// listener's host and any free port (the quorum has no other voter to find it).
+fn own_controller_listener(listeners: &[NamedListener], names: &[String]) -> NamedListener {
+    if let Some(named) = listeners.iter().find(|l| names.contains(&l.name)) {
+        return named.clone();
+    }
+    let host = listeners
+        .first()
+        .map(|l| l.listener.host.clone())
+        .filter(|h| !h.is_empty() && h != "0.0.0.0" && h != "::")
+        .unwrap_or_else(|| "127.0.0.1".to_string());
+    NamedListener {
+        name: "CONTROLLER".to_string(),
+        listener: Listener { host, port: 0 },
+    }
+}
+
 /// Parses `controller.quorum.voters`: `id@host:port,...`.
 pub fn parse_voters(value: &str) -> Result<Vec<Voter>, ConfigError> {
     let key = "controller.quorum.voters";
@@ -200,8 +224,12 @@ impl KraftConfig {
         node_id: i32,
     ) -> Result<Self, ConfigError> {
         let get = |k: &str| props.get(k).map(String::as_str);
+        let formats_itself = get("process.roles").is_none();
         let roles = match get("process.roles") {
-            None => None,
+            None => Roles {
+                broker: true,
+                controller: true,
+            },
             Some(v) => {
                 let parts = list(v);
                 let mut roles = Roles {
@@ -230,18 +258,32 @@ impl KraftConfig {
                         "must contain broker, controller or both",
                     ));
                 }
-                Some(roles)
+                roles
             }
         };
-        let voters = parse_voters(get("controller.quorum.voters").unwrap_or(""))?;
+        let mut voters = parse_voters(get("controller.quorum.voters").unwrap_or(""))?;
         let quorum_bootstrap_servers = get("controller.quorum.bootstrap.servers")
             .filter(|v| !v.trim().is_empty())
             .map(str::to_string);
-        let controller_listener_names = list(get("controller.listener.names").unwrap_or(""));
-        let listeners = parse_listeners(
+        let mut controller_listener_names = list(get("controller.listener.names").unwrap_or(""));
+        let mut listeners = parse_listeners(
             "listeners",
             get("listeners").unwrap_or("PLAINTEXT://127.0.0.1:9092"),
         )?;
+        if formats_itself {
+            let own = own_controller_listener(&listeners, &controller_listener_names);
+            voters = vec![Voter {
+                id: node_id,
+                host: own.listener.host.clone(),
+                port: own.listener.port,
+            }];
+            if !controller_listener_names.contains(&own.name) {
+                controller_listener_names.push(own.name.clone());
+            }
+            if !listeners.iter().any(|l| l.name == own.name) {
+                listeners.push(own);
+            }
+        }
         let advertised_listeners = match get("advertised.listeners") {
             Some(v) => parse_listeners("advertised.listeners", v)?,
             None => Vec::new(),
@@ -262,8 +304,14 @@ impl KraftConfig {
         // its default and no SSL or SASL listener, the controller listeners are PLAINTEXT
         // (Kafka's quickstart configurations rely on it).
         let secured = |name: &str| matches!(name, "SSL" | "SASL_SSL" | "SASL_PLAINTEXT");
-        if roles.is_some()
-            && get("listener.security.protocol.map").is_none()
+        if formats_itself {
+            for name in &controller_listener_names {
+                protocol_map
+                    .entry(name.clone())
+                    .or_insert_with(|| "PLAINTEXT".to_string());
+            }
+        }
+        if get("listener.security.protocol.map").is_none()
             && !controller_listener_names.iter().any(|n| secured(n))
             && !listeners.iter().any(|l| secured(&l.name))
         {
@@ -298,6 +346,7 @@ impl KraftConfig {
         };
         let config = Self {
             roles,
+            formats_itself,
             voters,
             quorum_bootstrap_servers,
             controller_listener_names,
@@ -360,16 +409,14 @@ impl KraftConfig {
     /// only by `controller.quorum.bootstrap.servers` passes without voters: they come
     /// from its formatted metadata directory ([`crate::standalone_quorum`]).
     pub fn validate(&self, node_id: i32) -> Result<(), ConfigError> {
-        if self.roles.is_none_or(|r| r.broker) && self.client_listener().is_none() {
+        if self.roles.broker && self.client_listener().is_none() {
             return Err(invalid(
                 "listeners",
                 "",
                 "a broker needs a listener that is not a controller listener",
             ));
         }
-        let Some(roles) = self.roles else {
-            return Ok(());
-        };
+        let roles = self.roles;
         let voters_value = self
             .voters
             .iter()
@@ -426,6 +473,21 @@ impl KraftConfig {
         Ok(())
     }
 
+    /// Sets the port of a node that formats itself in its voter set to the one its
+    /// controller listener was bound to (it asks for any free port).
+    pub fn bind_own_voter(&mut self, port: u16) {
+        assert!(
+            self.formats_itself,
+            "only a self-formatting node names its own voter"
+        );
+        assert_eq!(
+            self.voters.len(),
+            1,
+            "a self-formatting node is the one voter"
+        );
+        self.voters[0].port = port;
+    }
+
     /// The first listener clients use (not a controller listener).
     pub fn client_listener(&self) -> Option<&NamedListener> {
         self.listeners
@@ -476,11 +538,12 @@ mod tests {
         let c = KraftConfig::from_properties(&props(&quickstart()), 1).unwrap();
         assert_eq!(
             c.roles,
-            Some(Roles {
+            Roles {
                 broker: true,
                 controller: true
-            })
+            }
         );
+        assert!(!c.formats_itself);
         assert_eq!(c.client_listener().unwrap().name, "PLAINTEXT");
         assert_eq!(c.client_listener().unwrap().listener.port, 9092);
         assert_eq!(c.advertised("PLAINTEXT").unwrap().host, "localhost");
@@ -594,9 +657,22 @@ mod tests {
     }
 
     #[test]
-    fn without_process_roles_the_node_is_standalone() {
-        let c = KraftConfig::from_properties(&BTreeMap::new(), 1).unwrap();
-        assert!(c.roles.is_none());
+    fn without_process_roles_the_node_is_a_one_voter_combined_node() {
+        let mut c = KraftConfig::from_properties(&BTreeMap::new(), 1).unwrap();
+        assert!(c.formats_itself && c.roles.broker && c.roles.controller);
         assert_eq!(c.client_listener().unwrap().listener.port, 9092);
+        let controller = c.controller_listener().unwrap().clone();
+        assert_eq!(controller.name, "CONTROLLER");
+        assert_eq!(controller.listener.host, "127.0.0.1");
+        assert_eq!(controller.listener.port, 0);
+        c.bind_own_voter(40_000);
+        assert_eq!(
+            c.voters,
+            vec![Voter {
+                id: 1,
+                host: "127.0.0.1".into(),
+                port: 40_000
+            }]
+        );
     }
 }

@@ -17,9 +17,8 @@ use std::fs::{self, File};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use kafka_protocol::ResponseError;
 use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
@@ -28,7 +27,7 @@ use tokio::sync::Notify;
 use uuid::Uuid;
 
 use crate::partition::Partition;
-use crate::topic::{check_creatable, Topic, TopicRecord};
+use crate::topic::{Topic, TopicRecord};
 use crate::{log_dir_workers, now_ms, open_files_limit, topic_config};
 use crate::{ApiError, BrokerConfig, BrokerError};
 
@@ -47,11 +46,6 @@ const METADATA_LOG_PREFIX: &str = crate::topic::CLUSTER_METADATA_TOPIC;
 /// it one `syncfs` per log dir is cheaper than an fsync per file.
 const FSYNC_EACH_UP_TO: usize = 64;
 
-/// How many opened partitions [`LogManager::load_partitions`] hands on at a time.
-const LOADED_BATCH: usize = 256;
-/// How long the first partition of a batch waits for the others at most.
-const LOADED_BATCH_WAIT: Duration = Duration::from_millis(50);
-
 /// The partitions start-up found and has yet to open.
 #[derive(Debug)]
 struct PendingLoad {
@@ -65,39 +59,6 @@ impl Drop for OpensTopicChanges<'_> {
     fn drop(&mut self) {
         *self.0.loading.lock() = false;
         self.0.loaded.notify_all();
-    }
-}
-
-/// Hands opened partitions on in batches: when [`LOADED_BATCH`] are waiting or the first
-/// of them has waited [`LOADED_BATCH_WAIT`], so a partition that takes long to open (a
-/// big recovery) never holds back those opened before it.
-fn hand_on_in_batches(
-    opened: mpsc::Receiver<Arc<Partition>>,
-    on_loaded: &impl Fn(&[Arc<Partition>]),
-) {
-    let mut batch = Vec::new();
-    let mut due: Option<Instant> = None;
-    loop {
-        let received = match due {
-            None => opened.recv().map_err(|_| RecvTimeoutError::Disconnected),
-            Some(due) => opened.recv_timeout(due.saturating_duration_since(Instant::now())),
-        };
-        match received {
-            Ok(partition) => {
-                due.get_or_insert_with(|| Instant::now() + LOADED_BATCH_WAIT);
-                batch.push(partition);
-                if batch.len() < LOADED_BATCH {
-                    continue;
-                }
-            }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => {
-                on_loaded(&batch);
-                return;
-            }
-        }
-        on_loaded(&std::mem::take(&mut batch));
-        due = None;
     }
 }
 
@@ -128,10 +89,8 @@ pub struct LogManager {
     files: Arc<FileCache>,
     recovery_threads: usize,
     max_partitions_per_request: i32,
-    max_partitions_per_broker: i64,
-    /// A standalone node leads its partitions from the start; a cluster broker's wait for
-    /// the metadata to make them leaders or followers.
-    standalone: bool,
+    /// A node that formats itself: the only broker of its cluster.
+    single_node: bool,
     /// Woken when a storage error takes a cluster replica offline, so the broker's
     /// heartbeat reports it at once.
     pub storage_failures: Arc<Notify>,
@@ -173,6 +132,7 @@ impl LogManager {
                     let name = e.file_name();
                     let name = name.to_string_lossy();
                     !name.starts_with(CLEAN_SHUTDOWN_RECORD)
+                        && name != crate::dir_lock::LOCK_FILE
                         && name != LEGACY_CLEAN_SHUTDOWN_MARKER
                         && name != META_PROPERTIES
                         && !name.starts_with(METADATA_LOG_PREFIX)
@@ -197,11 +157,8 @@ impl LogManager {
                 }
             }
         }
-        let cluster_id = crate::meta_properties::load(
-            &config.identity_dirs(),
-            config.node_id,
-            config.kraft.roles.is_none(),
-        )?;
+        let cluster_id =
+            crate::meta_properties::load(&config.identity_dirs(), config.node_id, false)?;
         let manager = Self {
             dirs: config.log_dirs.clone(),
             defaults: RwLock::new(defaults),
@@ -211,8 +168,7 @@ impl LogManager {
             files: FileCache::new(config.log_open_files_max),
             recovery_threads,
             max_partitions_per_request: config.max_partitions_per_request,
-            max_partitions_per_broker: config.max_partitions_per_broker,
-            standalone: config.kraft.roles.is_none(),
+            single_node: config.kraft.formats_itself,
             storage_failures: Arc::new(Notify::new()),
             pending: Mutex::new(None),
             loading: Mutex::new(false),
@@ -276,47 +232,37 @@ impl LogManager {
     }
 
     /// Opens every partition [`Self::open`] found, `num.recovery.threads.per.data.dir`
-    /// threads per log dir, each replacing its stand-in as soon as it is open; `on_loaded`
-    /// is told of them in batches as they finish, so a standalone node serves each batch
-    /// at once rather than all partitions at the end. A partition whose log cannot be
-    /// opened is offline; the others serve. Stops early when [`Self::stop_loading`] is
-    /// called. Topic changes wait until it returns.
-    pub fn load_partitions(&self, on_loaded: impl Fn(&[Arc<Partition>]) + Sync) {
+    /// threads per log dir, each replacing its stand-in as soon as it is open. A
+    /// partition whose log cannot be opened is offline; the others serve. Stops early
+    /// when [`Self::stop_loading`] is called. Topic changes wait until it returns.
+    pub fn load_partitions(&self) {
         let _gate = OpensTopicChanges(self);
         let Some(PendingLoad { partitions }) = self.pending.lock().take() else {
             return;
         };
         let started = Instant::now();
         let now = now_ms();
-        let (opened, to_hand_on) = mpsc::channel();
-        let on_loaded = &on_loaded;
         let from_record = Mutex::new(Vec::new());
-        let outcomes = std::thread::scope(|scope| {
-            scope.spawn(move || hand_on_in_batches(to_hand_on, on_loaded));
-            let outcomes = log_dir_workers::run(
-                &partitions,
-                &self.dirs,
-                self.recovery_threads,
-                |p| &p.dir,
-                |p| {
-                    if self.closing.load(Ordering::Relaxed) {
-                        return None;
-                    }
-                    let (partition, recorded) = self.load_partition(p, now);
-                    let online = partition.offline_reason().is_none();
-                    if online && recorded {
-                        from_record.lock().push(partition.clone());
-                    }
-                    if let Some(topic) = self.topic(&p.topic) {
-                        topic.partitions.write().insert(p.index, partition.clone());
-                        let _ = opened.send(partition);
-                    }
-                    Some(online)
-                },
-            );
-            drop(opened);
-            outcomes
-        });
+        let outcomes = log_dir_workers::run(
+            &partitions,
+            &self.dirs,
+            self.recovery_threads,
+            |p| &p.dir,
+            |p| {
+                if self.closing.load(Ordering::Relaxed) {
+                    return None;
+                }
+                let (partition, recorded) = self.load_partition(p, now);
+                let online = partition.offline_reason().is_none();
+                if online && recorded {
+                    from_record.lock().push(partition.clone());
+                }
+                if let Some(topic) = self.topic(&p.topic) {
+                    topic.partitions.write().insert(p.index, partition);
+                }
+                Some(online)
+            },
+        );
         let loaded = outcomes.iter().flatten().count();
         let from_record = from_record.into_inner();
         tracing::info!(
@@ -393,10 +339,10 @@ impl LogManager {
         })
     }
 
-    /// Whom a partition's storage error wakes: the heartbeat on a cluster broker, no one
-    /// on a standalone node.
+    /// Whom a partition's storage error wakes: the heartbeat, which reports it; on a
+    /// single node no one (see `Partition::report_failure`).
     fn report_failure(&self) -> Option<Arc<Notify>> {
-        (!self.standalone).then(|| self.storage_failures.clone())
+        (!self.single_node).then(|| self.storage_failures.clone())
     }
 
     /// The partitions offline on this broker (a log that could not be opened, or a
@@ -543,56 +489,8 @@ impl LogManager {
         }
     }
 
-    /// Creates a topic (CreateTopics, or auto-creation). With `validate_only` nothing is
-    /// created but every check runs.
-    pub fn create_topic(
-        &self,
-        name: &str,
-        partitions: i32,
-        configs: BTreeMap<String, String>,
-        validate_only: bool,
-    ) -> Result<Arc<Topic>, ApiError> {
-        check_creatable(name)?;
-        if partitions < 1 {
-            return Err(ApiError::new(
-                ResponseError::InvalidPartitions,
-                "Number of partitions must be larger than 0.",
-            ));
-        }
-        let mut validated = BTreeMap::new();
-        for (k, v) in &configs {
-            validated.insert(k.clone(), topic_config::validate(k, v)?);
-        }
-        topic_config::validate_together(&validated)?;
-        let _admin = self.admin();
-        self.check_partition_limits(partitions)?;
-        if self.topics.read().contains_key(name) {
-            return Err(ApiError::new(
-                ResponseError::TopicAlreadyExists,
-                format!("Topic '{name}' already exists."),
-            ));
-        }
-        let topic = Arc::new(Topic {
-            name: name.to_string(),
-            id: Uuid::new_v4(),
-            configs: RwLock::new(validated),
-            partitions: RwLock::new(BTreeMap::new()),
-        });
-        if validate_only {
-            return Ok(topic);
-        }
-        off_async_workers(|| self.add_partitions(&topic, 0..partitions))?;
-        if let Err(e) = topic.record().write(&self.metadata_dir(), name) {
-            self.remove_partitions(&topic, &(0..partitions).collect::<Vec<_>>());
-            return Err(e.into());
-        }
-        self.topics.write().insert(name.to_string(), topic.clone());
-        tracing::info!(topic = name, partitions, "created topic");
-        Ok(topic)
-    }
-
     /// Refuses to add `adding` partitions in one request beyond `max.partitions.per.request`,
-    /// naming the limit (also checked by a cluster broker before it forwards a request).
+    /// naming the limit, before the request is forwarded to the controller.
     pub fn check_request_limit(&self, adding: i32) -> Result<(), ApiError> {
         if adding > self.max_partitions_per_request {
             return Err(ApiError::new(
@@ -600,28 +498,6 @@ impl LogManager {
                 format!(
                     "Cannot add {adding} partitions in one request: max.partitions.per.request is {}.",
                     self.max_partitions_per_request
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    /// Refuses to add `adding` partitions beyond `max.partitions.per.request` or
-    /// `max.partitions.per.broker`, naming the limit.
-    fn check_partition_limits(&self, adding: i32) -> Result<(), ApiError> {
-        self.check_request_limit(adding)?;
-        let hosted: i64 = self
-            .topics
-            .read()
-            .values()
-            .map(|t| i64::from(t.partition_count()))
-            .sum();
-        if hosted + i64::from(adding) > self.max_partitions_per_broker {
-            return Err(ApiError::new(
-                ResponseError::PolicyViolation,
-                format!(
-                    "Adding {adding} partitions to the {hosted} this broker hosts would exceed max.partitions.per.broker {}.",
-                    self.max_partitions_per_broker
                 ),
             ));
         }
@@ -739,34 +615,6 @@ impl LogManager {
         Ok(())
     }
 
-    /// Grows a topic to `count` partitions (CreatePartitions).
-    pub fn create_partitions(
-        &self,
-        name: &str,
-        count: i32,
-        validate_only: bool,
-    ) -> Result<(), ApiError> {
-        let _admin = self.admin();
-        let topic = self.topic(name).ok_or_else(ApiError::unknown_topic)?;
-        let current = topic.partition_count();
-        if count <= current {
-            return Err(ApiError::new(
-                ResponseError::InvalidPartitions,
-                format!("Topic currently has {current} partitions, which is higher than the requested {count}."),
-            ));
-        }
-        self.check_partition_limits(count - current)?;
-        if validate_only {
-            return Ok(());
-        }
-        off_async_workers(|| self.add_partitions(&topic, current..count))?;
-        if let Err(e) = topic.record().write(&self.metadata_dir(), name) {
-            self.remove_partitions(&topic, &(current..count).collect::<Vec<_>>());
-            return Err(e.into());
-        }
-        Ok(())
-    }
-
     /// Deletes a topic and its partitions' files.
     pub fn delete_topic(&self, name: &str) -> Result<Uuid, ApiError> {
         let _admin = self.admin();
@@ -785,24 +633,6 @@ impl LogManager {
         }
         tracing::info!(topic = name, "deleted topic");
         Ok(topic.id)
-    }
-
-    /// Replaces a topic's config overrides (AlterConfigs semantics) and applies them to
-    /// its logs. Values must already be validated.
-    pub fn set_topic_configs(
-        &self,
-        name: &str,
-        configs: BTreeMap<String, String>,
-    ) -> Result<(), ApiError> {
-        let _admin = self.admin();
-        let topic = self.topic(name).ok_or_else(ApiError::unknown_topic)?;
-        *topic.configs.write() = configs;
-        topic.record().write(&self.metadata_dir(), name)?;
-        let log_config = topic_config::log_config(&self.defaults.read(), &topic.configs.read());
-        for partition in topic.hosted() {
-            let _ = partition.with_log(|log| log.set_config(log_config.clone()));
-        }
-        Ok(())
     }
 
     /// Every partition with a log or the reason it has none: not the stand-ins of those

@@ -4,8 +4,9 @@
 //! A node configured with `process.roles` (KRaft) only starts on directories formatted
 //! by `strom storage format`, all of one cluster and one node id, so that a disk moved to
 //! the wrong machine or a typo in `log.dirs` is refused instead of silently starting an
-//! empty broker. A standalone node (no `process.roles`: `strom server` with no setup, the
-//! perf tools' embedded broker) formats its directories itself on first start.
+//! empty broker. A node without `process.roles` (`strom server` with no setup, the perf
+//! tools' embedded broker) formats its directories itself on first start, as
+//! `kafka-storage format --standalone` would.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -152,8 +153,8 @@ pub fn format(
 }
 
 /// Checks that every directory is formatted for one cluster and `node_id`, returning the
-/// cluster id. With `auto_format` (a standalone node), unformatted directories are
-/// formatted with the cluster id already found, or a new one.
+/// cluster id. With `auto_format` (a node that formats itself), unformatted directories
+/// are formatted with the cluster id already found, or a new one.
 pub fn load(
     dirs: &[PathBuf],
     node_id: i32,
@@ -167,7 +168,7 @@ pub fn load(
             continue;
         };
         let path = dir.join(FILE).display().to_string();
-        if meta.node_id != node_id && !auto_format {
+        if meta.node_id != node_id {
             return Err(MetaPropertiesError::NodeIdMismatch {
                 path,
                 expected: node_id,
@@ -238,7 +239,7 @@ mod tests {
     }
 
     #[test]
-    fn a_standalone_node_formats_itself_once() {
+    fn a_node_formats_itself_once() {
         let root = tempfile::tempdir().unwrap();
         let dirs = vec![root.path().join("logs")];
         let first = load(&dirs, 1, true).unwrap();

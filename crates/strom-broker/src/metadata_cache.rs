@@ -1,25 +1,18 @@
 //! The broker's current [`MetadataImage`], replaced whole on every publish, so a handler
-//! reads one consistent image without holding a lock while it builds its response. A
-//! standalone node publishes records of its own controller; a broker of a cluster
-//! publishes the images its metadata loader builds from the quorum's records.
+//! reads one consistent image without holding a lock while it builds its response. The
+//! metadata loader publishes the images it builds from the quorum's records.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::{Mutex, RwLock};
-use strom_metadata::{MetadataImage, MetadataRecord};
+use parking_lot::RwLock;
+use strom_metadata::MetadataImage;
 use tokio::sync::watch;
 
-use crate::log_manager::off_async_workers;
-
-/// The latest image and the way to publish records into it.
+/// The latest image.
 #[derive(Debug)]
 pub struct MetadataCache {
     image: RwLock<Arc<MetadataImage>>,
-    /// Held by the controller across a change and its publish, so that records reach the
-    /// image in the order the changes were made (a topic's removal never before its
-    /// creation).
-    changes: Mutex<()>,
     /// The offset of the published image, for those waiting to see a change.
     offset: watch::Sender<i64>,
 }
@@ -29,7 +22,6 @@ impl MetadataCache {
         let offset = image.offset;
         Self {
             image: RwLock::new(Arc::new(image)),
-            changes: Mutex::new(()),
             offset: watch::channel(offset).0,
         }
     }
@@ -39,27 +31,7 @@ impl MetadataCache {
         self.image.read().clone()
     }
 
-    /// Runs one change (a log operation and the publish of its records) alone, off the
-    /// async workers: it waits for the changes before it, and for start-up to have opened
-    /// every partition.
-    pub fn change<T>(&self, f: impl FnOnce() -> T) -> T {
-        off_async_workers(|| {
-            let _serialized = self.changes.lock();
-            f()
-        })
-    }
-
-    /// Applies `records` and makes the result the current image. Publishers are
-    /// serialized by the write lock, so no record is lost between two of them.
-    pub fn publish(&self, records: &[MetadataRecord]) {
-        if records.is_empty() {
-            return;
-        }
-        let mut image = self.image.write();
-        *image = Arc::new(image.apply(records));
-    }
-
-    /// Makes `image` the current image (a cluster broker's loader).
+    /// Makes `image` the current image.
     pub fn publish_image(&self, image: Arc<MetadataImage>) {
         let offset = image.offset;
         *self.image.write() = image;

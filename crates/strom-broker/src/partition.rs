@@ -75,8 +75,7 @@ pub struct FetchPosition {
 }
 
 /// What stands behind a partition: its open log, why it could not be opened, or nothing
-/// yet while a standalone node's start-up is still opening it (the node serves each
-/// partition as soon as its log is open, not after all of them).
+/// yet while start-up is still opening it.
 ///
 /// Nearly every partition is `Open`, and a partition already lives behind an `Arc`:
 /// boxing the log would only add a pointer chase to every append and read.
@@ -101,9 +100,9 @@ pub struct Partition {
     /// The storage error that took this replica offline at run time.
     failure: OnceLock<String>,
     /// Woken when a storage error takes this replica offline: the broker's heartbeat,
-    /// which reports it to the controller. `None` on a standalone node: with no other
-    /// replica to lead, a storage error (a full disk) is answered KAFKA_STORAGE_ERROR and
-    /// the next request tries the disk again.
+    /// which reports it to the controller. `None` on a single node (one that formats
+    /// itself): with no other broker to lead, a storage error (a full disk) is answered
+    /// KAFKA_STORAGE_ERROR and the next request tries the disk again.
     report_failure: Option<Arc<Notify>>,
     /// Leader or follower, epochs, ISR and followers' positions.
     replica: Mutex<ReplicaState>,
@@ -122,10 +121,9 @@ pub struct Partition {
 }
 
 impl Partition {
-    /// A partition with `log`: on a standalone node (`report_failure` is `None`) led by it
-    /// alone from the start; on a cluster broker neither leader nor follower until the
-    /// metadata assigns a role, and taken offline by a storage error, which wakes
-    /// `report_failure`.
+    /// A partition with `log`, neither leader nor follower until the metadata assigns a
+    /// role; taken offline by a storage error, which wakes `report_failure` (`None` on a
+    /// single node: see the field).
     pub fn new(
         topic: &str,
         index: i32,
@@ -134,11 +132,7 @@ impl Partition {
     ) -> Self {
         let end = log.log_end_offset();
         let start = log.log_start_offset();
-        let state = if report_failure.is_none() {
-            ReplicaState::standalone()
-        } else {
-            ReplicaState::unassigned()
-        };
+        let state = ReplicaState::unassigned();
         Self {
             topic: topic.to_string(),
             index,
@@ -886,8 +880,8 @@ impl Partition {
 
     /// OffsetForLeaderEpoch: the (epoch, end offset) of the largest epoch at most
     /// `epoch`, or (-1, -1) before the first.
-    /// A log without leader epochs (a standalone node's, always led in epoch 0) answers
-    /// with its one epoch.
+    /// A log without leader epochs (written by an earlier release's single node, always
+    /// led in epoch 0) answers with its one epoch.
     pub fn end_offset_for_epoch(&self, epoch: i32) -> Result<(i32, i64), LogError> {
         self.with_log(|log| match log.latest_epoch() {
             None if epoch >= 0 => (log.leader_epoch(), log.log_end_offset()),

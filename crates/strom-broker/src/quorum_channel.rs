@@ -5,7 +5,7 @@
 //! A forwarded change is answered only once this broker's own metadata image holds it,
 //! so a client that created a topic through a broker finds it in that broker's Metadata.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use kafka_protocol::ResponseError;
@@ -14,6 +14,7 @@ use strom_controller::rpc::{
 };
 use strom_controller::ControllerClient;
 use strom_metadata::BrokerId;
+use tokio::sync::watch;
 
 use crate::metadata_cache::MetadataCache;
 use crate::ApiError;
@@ -33,7 +34,7 @@ pub struct QuorumChannel {
     /// The broker epoch of the current registration (-1 before it registered).
     pub epoch: AtomicI64,
     /// Whether the controller fences this broker (true until its first unfencing).
-    pub fenced: AtomicBool,
+    fenced: watch::Sender<bool>,
     producer_ids: tokio::sync::Mutex<(i64, i64)>,
 }
 
@@ -52,9 +53,25 @@ impl QuorumChannel {
             cluster_id,
             node_id,
             epoch: AtomicI64::new(-1),
-            fenced: AtomicBool::new(true),
+            fenced: watch::Sender::new(true),
             producer_ids: tokio::sync::Mutex::new((0, 0)),
         }
+    }
+
+    /// Whether the controller fences this broker.
+    pub fn is_fenced(&self) -> bool {
+        *self.fenced.borrow()
+    }
+
+    /// Records what the controller said of this broker's fencing; returns what it was.
+    pub fn set_fenced(&self, fenced: bool) -> bool {
+        self.fenced.send_replace(fenced)
+    }
+
+    /// Waits until the controller unfences this broker.
+    pub async fn wait_unfenced(&self) {
+        let mut fenced = self.fenced.subscribe();
+        let _ = fenced.wait_for(|f| !f).await;
     }
 
     fn unavailable(e: impl std::fmt::Display) -> ApiError {

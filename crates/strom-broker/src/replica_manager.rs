@@ -136,6 +136,17 @@ pub fn apply_image(
     if state.dynamic_configs.update_from_image(image) {
         crate::dynamic_config::apply(state);
     }
+    // Deleted topics go first: their space may be what a new topic needs (a full disk).
+    if caught_up {
+        for local in state.logs.topics() {
+            if image.topic_by_id(local.id).is_none() {
+                if let Err(e) = state.logs.delete_topic(&local.name) {
+                    tracing::warn!(topic = %local.name, error = %e.message, "could not remove a deleted topic");
+                }
+            }
+        }
+    }
+    let mut failed = Vec::new();
     let mut followed = Vec::new();
     let mut transitions = Vec::new();
     for topic in image.topics() {
@@ -157,15 +168,13 @@ pub fn apply_image(
                 && previous.configs.get(&configs) == image.configs.get(&configs)
         });
         if !unchanged {
-            state
-                .logs
-                .host(
-                    &topic.name,
-                    topic.id,
-                    &image.topic_configs(&topic.name),
-                    &indexes,
-                )
-                .map_err(|e| format!("{}: {e}", topic.name))?;
+            let configs = image.topic_configs(&topic.name);
+            if let Err(e) = state.logs.host(&topic.name, topic.id, &configs, &indexes) {
+                // The other topics are hosted all the same; this one is tried again
+                // with the next image.
+                failed.push(format!("{}: {e}", topic.name));
+                continue;
+            }
         }
         for index in indexes {
             let Some(partition) = state.logs.partition(&topic.name, index) else {
@@ -196,7 +205,6 @@ pub fn apply_image(
             });
         }
     }
-    let mut failed = Vec::new();
     for (transition, outcome) in transitions.iter().zip(transition_all(state, &transitions)) {
         let p = &transition.partition;
         match outcome {
@@ -209,19 +217,10 @@ pub fn apply_image(
     }
     state.replication.fetchers.follow(state, followed);
     coordinate_groups(state, image, me);
-    if caught_up {
-        for local in state.logs.topics() {
-            if image.topic_by_id(local.id).is_none() {
-                if let Err(e) = state.logs.delete_topic(&local.name) {
-                    tracing::warn!(topic = %local.name, error = %e.message, "could not remove a deleted topic");
-                }
-            }
-        }
-    }
     if failed.is_empty() {
         Ok(())
     } else {
-        Err(format!("could not become leader of {}", failed.join(", ")))
+        Err(format!("could not host or lead {}", failed.join(", ")))
     }
 }
 

@@ -1,6 +1,7 @@
-//! Starting and stopping a node: a standalone broker, or a KRaft node with the
-//! controller role (a metadata quorum voter on the controller listener), the broker role
-//! (an observer of the metadata log that registers and heartbeats) or both. The broker
+//! Starting and stopping a node: a KRaft node with the controller role (a metadata
+//! quorum voter on the controller listener), the broker role (an observer of the
+//! metadata log that registers and heartbeats) or both — a single node without
+//! `process.roles` being both, the one voter of its quorum. The broker
 //! binds its listener, accepts connections, runs the retention, flush and expiry
 //! schedulers, and shuts down cleanly — after a controlled shutdown in a cluster.
 
@@ -23,12 +24,11 @@ use crate::group::{CoordinatorConfig, GroupCoordinator};
 use crate::log_manager::LogManager;
 use crate::memory::{MemoryTrimmer, TRIM_CHECK_INTERVAL_MS};
 use crate::metadata_cache::MetadataCache;
-use crate::producer_id_manager::ProducerIdManager;
 use crate::quorum_channel::QuorumChannel;
 use crate::replication::alter_partition::{self, AlterPartitionSender};
 use crate::replication::high_watermark_checkpoint::{self, HighWatermarks};
 use crate::replication::Replication;
-use crate::standalone_controller;
+use crate::standalone_upgrade::StandaloneUpgrade;
 use crate::{broker_lifecycle, metadata_loader};
 use crate::{connection, now_ms, BrokerConfig, BrokerError, BrokerState};
 
@@ -43,6 +43,8 @@ pub struct RunningBroker {
     pub controller: Option<ControllerPart>,
     /// Says why the node must stop on its own (a broker that could not register).
     pub failed: tokio::sync::oneshot::Receiver<String>,
+    /// Its directories, locked until it stops.
+    _locks: crate::dir_lock::DirLocks,
 }
 
 /// The broker role of a running node.
@@ -51,8 +53,8 @@ pub struct BrokerPart {
     pub local_addr: SocketAddr,
     shutdown: watch::Sender<bool>,
     accept: Vec<JoinHandle<()>>,
-    /// A standalone node's opening of its partitions, which goes on while it serves.
-    loading: Option<JoinHandle<()>>,
+    /// What an earlier release's single node left to bring into `__consumer_offsets`.
+    upgrade: Option<StandaloneUpgrade>,
 }
 
 /// The controller role of a running node.
@@ -69,40 +71,61 @@ impl Broker {
     }
 
     /// Starts the node's roles: the controller first, so a combined node's broker finds
-    /// its quorum.
-    pub async fn start(self) -> Result<RunningBroker, BrokerError> {
-        let roles = self.config.kraft.roles;
-        if roles.is_some() {
-            // Every directory's identity is checked before anything binds a port, so an
-            // unformatted or foreign directory is what the error names.
-            crate::meta_properties::load(&self.config.identity_dirs(), self.config.node_id, false)?;
-            if self.config.kraft.voters.is_empty() {
-                return Err(BrokerError::Unsupported(format!(
-                    "controller.quorum.bootstrap.servers is set without controller.quorum.voters, and {} holds no voter set: format this node with `strom storage format --standalone` (Kafka 4's quickstart), or list the voters in controller.quorum.voters",
-                    self.config.metadata_dir().display()
-                )));
-            }
-        }
-        let controller = match roles {
-            Some(r) if r.controller => Some(start_controller(&self.config).await?),
-            _ => None,
+    /// its quorum. A node that formats itself formats its directories first, and its
+    /// controller brings in what an earlier release's single node kept in files of its
+    /// own ([`crate::standalone_upgrade`]) before its broker reads the metadata.
+    pub async fn start(mut self) -> Result<RunningBroker, BrokerError> {
+        let dirs = self.config.identity_dirs();
+        let locks = crate::dir_lock::lock_all(&dirs)?;
+        let upgrade = if self.config.kraft.formats_itself {
+            crate::meta_properties::load(&dirs, self.config.node_id, true)?;
+            StandaloneUpgrade::find(&self.config)?
+        } else {
+            None
         };
+        // Every directory's identity is checked before anything binds a port, so an
+        // unformatted or foreign directory is what the error names.
+        crate::meta_properties::load(&dirs, self.config.node_id, false)?;
+        if self.config.kraft.voters.is_empty() {
+            return Err(BrokerError::Unsupported(format!(
+                "controller.quorum.bootstrap.servers is set without controller.quorum.voters, and {} holds no voter set: format this node with `strom storage format --standalone` (Kafka 4's quickstart), or list the voters in controller.quorum.voters",
+                self.config.metadata_dir().display()
+            )));
+        }
+        let roles = self.config.kraft.roles;
+        let incarnation_id = uuid::Uuid::new_v4();
+        let local_broker = roles.broker.then_some(incarnation_id);
+        let controller = match roles.controller {
+            true => Some(start_controller(&mut self.config, local_broker).await?),
+            false => None,
+        };
+        if let (Some(upgrade), Some(controller)) = (&upgrade, &controller) {
+            upgrade
+                .write_metadata(&controller.quorum, &self.config)
+                .await?;
+        }
         let (failed_tx, failed) = tokio::sync::oneshot::channel();
-        let broker = match roles {
-            Some(r) if !r.broker => None,
-            _ => Some(self.start_broker(failed_tx).await?),
+        let broker = match roles.broker {
+            true => Some(
+                self.start_broker(incarnation_id, failed_tx, upgrade)
+                    .await?,
+            ),
+            false => None,
         };
         Ok(RunningBroker {
             broker,
             controller,
             failed,
+            _locks: locks,
         })
     }
 
     /// Opens the logs, binds the listener and starts serving.
     async fn start_broker(
         self,
+        incarnation_id: uuid::Uuid,
         failed: tokio::sync::oneshot::Sender<String>,
+        upgrade: Option<StandaloneUpgrade>,
     ) -> Result<BrokerPart, BrokerError> {
         let dynamic_configs =
             DynamicBrokerConfigs::open(&self.config.log_dirs[0].join("__strom_metadata"))?;
@@ -113,20 +136,14 @@ impl Broker {
                 self.config.log_defaults.clone()
             });
         let config = self.config.clone();
-        let standalone = self.config.kraft.roles.is_none();
+        // A broker registers with every hosted partition open, as Kafka's does.
         let logs = tokio::task::spawn_blocking(move || {
             let logs = LogManager::open(&config, defaults)?;
-            // A cluster broker registers with every hosted partition open, as Kafka's
-            // does; a standalone node serves each partition as soon as it is open.
-            if !standalone {
-                logs.load_partitions(|_| {});
-            }
+            logs.load_partitions();
             Ok::<_, BrokerError>(logs)
         })
         .await
         .map_err(|e| BrokerError::Io(std::io::Error::other(e)))??;
-        let producer_ids =
-            ProducerIdManager::open(self.config.log_dirs[0].join("__strom_metadata"))?;
         let coordinator = CoordinatorConfig {
             min_session_timeout_ms: self.config.group_min_session_timeout_ms,
             max_session_timeout_ms: self.config.group_max_session_timeout_ms,
@@ -134,16 +151,7 @@ impl Broker {
             initial_rebalance_delay_ms: self.config.group_initial_rebalance_delay_ms,
             offsets_retention_ms: self.config.offsets_retention_ms,
         };
-        // A cluster broker keeps committed offsets in `__consumer_offsets`, replicated;
-        // a standalone node in its own log.
-        let groups = if self.config.kraft.roles.is_some() {
-            GroupCoordinator::for_cluster(coordinator)
-        } else {
-            GroupCoordinator::open(
-                coordinator,
-                &self.config.log_dirs[0].join("__strom_metadata"),
-            )?
-        };
+        let groups = GroupCoordinator::new(coordinator);
         let listener = TcpListener::bind(self.config.listener.bind_address()).await?;
         let local_addr = listener.local_addr()?;
         let advertised = self.config.advertised(local_addr);
@@ -164,26 +172,21 @@ impl Broker {
             host: a.host.clone(),
             port: a.port,
         }));
-        let quorum = self.config.kraft.roles.map(|_| {
-            let voters = self
-                .config
-                .kraft
-                .voters
-                .iter()
-                .map(|v| (v.id, format!("{}:{}", v.host, v.port)))
-                .collect();
-            Arc::new(QuorumChannel::new(
-                ControllerClient::new(voters),
-                logs.cluster_id().to_string(),
-                self.config.node_id,
-            ))
-        });
-        let metadata = MetadataCache::new(match quorum {
-            None => standalone_controller::initial_image(&self.config, endpoints.clone(), &logs),
-            Some(_) => MetadataImage::new(logs.cluster_id(), -1),
-        });
+        let voters = self
+            .config
+            .kraft
+            .voters
+            .iter()
+            .map(|v| (v.id, format!("{}:{}", v.host, v.port)))
+            .collect();
+        let quorum = Arc::new(QuorumChannel::new(
+            ControllerClient::new(voters),
+            logs.cluster_id().to_string(),
+            self.config.node_id,
+        ));
+        let metadata = MetadataCache::new(MetadataImage::new(logs.cluster_id(), -1));
         let identity = broker_lifecycle::Identity {
-            incarnation_id: uuid::Uuid::new_v4(),
+            incarnation_id,
             endpoints,
             rack: None,
         };
@@ -203,7 +206,6 @@ impl Broker {
             config: self.config,
             metadata,
             logs,
-            producer_ids,
             groups,
             memory: MemoryTrimmer::default(),
             quorum: quorum.clone(),
@@ -215,83 +217,19 @@ impl Broker {
             isr_proposals,
             shutdown_rx.clone(),
         ));
-        if let Some(quorum) = quorum {
-            tokio::spawn(metadata_loader::run(
-                state.clone(),
-                quorum.clone(),
-                shutdown_rx.clone(),
-            ));
-            tokio::spawn(broker_lifecycle::run(
-                state.clone(),
-                quorum,
-                identity,
-                shutdown_rx.clone(),
-                failed,
-            ));
-        }
-        spawn_scheduler(
+        tokio::spawn(metadata_loader::run(
             state.clone(),
+            quorum.clone(),
             shutdown_rx.clone(),
-            state.config.retention_check_interval_ms,
-            |s| s.logs.run_retention(),
-        );
-        spawn_scheduler(
+        ));
+        tokio::spawn(broker_lifecycle::run(
             state.clone(),
+            quorum,
+            identity,
             shutdown_rx.clone(),
-            state.config.producer_id_expiration_check_interval_ms,
-            |s| s.logs.expire_producers(),
-        );
-        spawn_scheduler(
-            state.clone(),
-            shutdown_rx.clone(),
-            state.config.offsets_retention_check_interval_ms,
-            |s| s.groups.expire_offsets(Instant::now(), now_ms()),
-        );
-        spawn_scheduler(
-            state.clone(),
-            shutdown_rx.clone(),
-            state.config.log_cleaner_backoff_ms,
-            trim_offsets_partitions,
-        );
-        let flush_interval = state
-            .config
-            .flush_scheduler_interval_ms
-            .min(u64::try_from(state.config.log_defaults.flush_ms).unwrap_or(u64::MAX));
-        spawn_scheduler(state.clone(), shutdown_rx.clone(), flush_interval, |s| {
-            s.logs.flush_due()
-        });
-        if state.quorum.is_some() {
-            let lag = state.config.replication.lag_time_max_ms;
-            spawn_scheduler(
-                state.clone(),
-                shutdown_rx.clone(),
-                u64::try_from(lag / 2).unwrap_or(1).max(1),
-                alter_partition::shrink_lagging_isrs,
-            );
-            spawn_scheduler(
-                state.clone(),
-                shutdown_rx.clone(),
-                state
-                    .config
-                    .replication
-                    .high_watermark_checkpoint_interval_ms,
-                high_watermark_checkpoint::checkpoint_all,
-            );
-        }
-        spawn_scheduler(
-            state.clone(),
-            shutdown_rx.clone(),
-            TRIM_CHECK_INTERVAL_MS,
-            |s| s.memory.trim_if_connections_closed(),
-        );
-        let loading = standalone.then(|| {
-            let state = state.clone();
-            tokio::task::spawn_blocking(move || {
-                state.logs.load_partitions(|opened| {
-                    standalone_controller::partitions_loaded(&state, opened)
-                })
-            })
-        });
+            failed,
+        ));
+        spawn_schedulers(&state, &shutdown_rx);
         let mut accept = vec![tokio::spawn(accept_loop(
             listener,
             Arc::from(first_name.as_str()),
@@ -311,7 +249,7 @@ impl Broker {
             local_addr,
             shutdown,
             accept,
-            loading,
+            upgrade,
         })
     }
 
@@ -349,10 +287,14 @@ impl Broker {
     }
 }
 
-/// Starts this node's metadata quorum voter on its controller listener.
-async fn start_controller(config: &BrokerConfig) -> Result<ControllerPart, BrokerError> {
-    let kraft = &config.kraft;
-    let listener = kraft.controller_listener().ok_or_else(|| {
+/// Starts this node's metadata quorum voter on its controller listener. A node that
+/// formats itself is the one voter, on whatever port its listener was given.
+/// `local_broker` is the incarnation of a combined node's broker.
+async fn start_controller(
+    config: &mut BrokerConfig,
+    local_broker: Option<uuid::Uuid>,
+) -> Result<ControllerPart, BrokerError> {
+    let listener = config.kraft.controller_listener().ok_or_else(|| {
         BrokerError::Unsupported("a controller needs a controller listener".into())
     })?;
     let metadata_dir = config.metadata_dir();
@@ -360,6 +302,10 @@ async fn start_controller(config: &BrokerConfig) -> Result<ControllerPart, Broke
         crate::meta_properties::load(std::slice::from_ref(&metadata_dir), config.node_id, false)?;
     let bound = TcpListener::bind(listener.listener.bind_address()).await?;
     let local_addr = bound.local_addr()?;
+    if config.kraft.formats_itself {
+        config.kraft.bind_own_voter(local_addr.port());
+    }
+    let kraft = &config.kraft;
     let quorum = QuorumController::start(QuorumConfig {
         node_id: config.node_id,
         cluster_id,
@@ -379,6 +325,8 @@ async fn start_controller(config: &BrokerConfig) -> Result<ControllerPart, Broke
         unclean_leader_election_interval_ms: kraft.unclean_leader_election_interval_ms,
         max_bytes_between_snapshots: kraft.metadata_max_bytes_between_snapshots,
         max_snapshot_interval_ms: kraft.metadata_max_snapshot_interval_ms,
+        local_broker_incarnation: local_broker,
+        max_partitions_per_broker: config.max_partitions_per_broker,
     })
     .await?;
     let (shutdown, shutdown_rx) = watch::channel(false);
@@ -395,8 +343,41 @@ async fn start_controller(config: &BrokerConfig) -> Result<ControllerPart, Broke
     })
 }
 
-/// Runs `task` every `interval_ms` on a blocking thread until shutdown. An interval too
-/// large to matter (Kafka's "never" is Long.MAX_VALUE) runs nothing.
+/// Starts the broker's periodic tasks: retention, producer and offset expiry, flushing,
+/// ISR shrinking, high-watermark checkpoints and memory trimming.
+fn spawn_schedulers(state: &Arc<BrokerState>, shutdown: &watch::Receiver<bool>) {
+    let config = &state.config;
+    let every = |interval_ms: u64, task: fn(&BrokerState)| {
+        spawn_scheduler(state.clone(), shutdown.clone(), interval_ms, task)
+    };
+    every(config.retention_check_interval_ms, |s| {
+        s.logs.run_retention()
+    });
+    every(config.producer_id_expiration_check_interval_ms, |s| {
+        s.logs.expire_producers()
+    });
+    every(config.offsets_retention_check_interval_ms, |s| {
+        s.groups.expire_offsets(Instant::now(), now_ms())
+    });
+    every(config.log_cleaner_backoff_ms, trim_offsets_partitions);
+    let flush_interval = config
+        .flush_scheduler_interval_ms
+        .min(u64::try_from(config.log_defaults.flush_ms).unwrap_or(u64::MAX));
+    every(flush_interval, |s| s.logs.flush_due());
+    let lag = config.replication.lag_time_max_ms;
+    every(
+        u64::try_from(lag / 2).unwrap_or(1).max(1),
+        alter_partition::shrink_lagging_isrs,
+    );
+    every(
+        config.replication.high_watermark_checkpoint_interval_ms,
+        high_watermark_checkpoint::checkpoint_all,
+    );
+    every(TRIM_CHECK_INTERVAL_MS, |s| {
+        s.memory.trim_if_connections_closed()
+    });
+}
+
 /// Snapshots the partitions of `__consumer_offsets` that grew past their live offsets
 /// and, once each snapshot is replicated, moves the partition's log start to it.
 fn trim_offsets_partitions(state: &BrokerState) {
@@ -420,6 +401,8 @@ fn trim_offsets_partitions(state: &BrokerState) {
     }
 }
 
+/// Runs `task` every `interval_ms` on a blocking thread until shutdown. An interval too
+/// large to matter (Kafka's "never" is Long.MAX_VALUE) runs nothing.
 fn spawn_scheduler(
     state: Arc<BrokerState>,
     mut shutdown: watch::Receiver<bool>,
@@ -488,26 +471,34 @@ impl RunningBroker {
 }
 
 impl BrokerPart {
-    /// Waits until every hosted partition is open (or offline for a reason logged).
-    pub async fn partitions_loaded(&mut self) -> Result<(), BrokerError> {
-        match self.loading.take() {
-            Some(loading) => loading.await.map_err(|e| {
-                BrokerError::Io(std::io::Error::other(format!(
-                    "opening the partitions failed: {e}"
-                )))
-            }),
-            None => Ok(()),
+    /// Waits until a node that formats itself serves: unfenced by its controller, leading
+    /// every partition it hosts, with what an earlier release's files held brought in.
+    /// A cluster broker serves what the controller assigns it as it comes, at once.
+    pub async fn ready(&mut self) -> Result<(), BrokerError> {
+        let state = self.state.clone();
+        if !state.config.kraft.formats_itself {
+            return Ok(());
         }
+        state.quorum.wait_unfenced().await;
+        let mut applied = state.metadata.subscribe();
+        let me = strom_metadata::BrokerId(state.node_id());
+        while !state.metadata.image().leads_every_partition_it_hosts(me) {
+            if applied.changed().await.is_err() {
+                break;
+            }
+        }
+        if let Some(upgrade) = self.upgrade.take() {
+            upgrade.commit_offsets(&state).await?;
+        }
+        Ok(())
     }
 
     /// Moves leaderships away (in a cluster), stops accepting, closes connections and
     /// closes every log cleanly.
     pub async fn shutdown(self) -> Result<(), BrokerError> {
         self.state.logs.stop_loading();
-        if let Some(quorum) = &self.state.quorum {
-            let timeout = Duration::from_millis(self.state.config.kraft.broker_session_timeout_ms);
-            broker_lifecycle::controlled_shutdown(&self.state, quorum, timeout).await;
-        }
+        let timeout = Duration::from_millis(self.state.config.kraft.broker_session_timeout_ms);
+        broker_lifecycle::controlled_shutdown(&self.state, &self.state.quorum, timeout).await;
         let _ = self.shutdown.send(true);
         self.state.replication.fetchers.stop_all();
         for accept in self.accept {
@@ -515,9 +506,7 @@ impl BrokerPart {
         }
         let state = self.state.clone();
         tokio::task::spawn_blocking(move || {
-            if state.quorum.is_some() {
-                high_watermark_checkpoint::checkpoint_all(&state);
-            }
+            high_watermark_checkpoint::checkpoint_all(&state);
             state.logs.shutdown()
         })
         .await

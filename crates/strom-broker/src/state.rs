@@ -10,7 +10,6 @@ use crate::group::GroupCoordinator;
 use crate::log_manager::LogManager;
 use crate::memory::MemoryTrimmer;
 use crate::metadata_cache::MetadataCache;
-use crate::producer_id_manager::ProducerIdManager;
 use crate::quorum_channel::QuorumChannel;
 use crate::replication::Replication;
 
@@ -21,14 +20,12 @@ pub struct BrokerState {
     /// The address clients are told to use (Metadata, FindCoordinator, DescribeCluster).
     pub advertised: Listener,
     pub logs: LogManager,
-    pub producer_ids: ProducerIdManager,
     pub groups: GroupCoordinator,
     pub memory: MemoryTrimmer,
     /// The cluster as Metadata, DescribeCluster and FindCoordinator describe it.
     pub metadata: MetadataCache,
-    /// The channel to the metadata quorum, on a broker of a KRaft cluster; `None` on a
-    /// standalone node, whose own controller decides everything.
-    pub quorum: Option<Arc<QuorumChannel>>,
+    /// The channel to the metadata quorum.
+    pub quorum: Arc<QuorumChannel>,
     /// Followers' fetchers, ISR changes, high-watermark checkpoints.
     pub replication: Replication,
     /// Incremental fetch sessions (KIP-227).

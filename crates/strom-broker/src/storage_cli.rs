@@ -93,7 +93,7 @@ fn standalone_voter(config: &BrokerConfig) -> Result<Voter, String> {
                 .to_string(),
         );
     }
-    if !kraft.roles.is_some_and(|r| r.controller) {
+    if !kraft.roles.controller {
         return Err(
             "--standalone formats a controller: process.roles must contain controller".to_string(),
         );

@@ -15,8 +15,7 @@ use uuid::Uuid;
 use crate::partition::Partition;
 use crate::{ApiError, BrokerError};
 
-/// One topic hosted by the broker: a standalone node hosts every partition of its
-/// topics; a broker of a cluster only those of which it is a replica.
+/// One topic hosted by the broker: the partitions of which it is a replica.
 #[derive(Debug)]
 pub struct Topic {
     pub name: String,

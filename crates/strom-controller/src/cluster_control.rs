@@ -69,12 +69,16 @@ impl BrokerHeartbeats {
         }
     }
 
-    /// A newly active controller gives every registered broker a full session.
-    pub fn reset(&mut self, image: &MetadataImage, now: Instant) {
+    /// A newly active controller gives every registered broker a full session, except
+    /// an earlier incarnation of the broker in its own process (`local`: the broker id
+    /// and incarnation of a combined node's broker): that one is gone for sure, and
+    /// waiting out its session would keep the restarted broker from registering.
+    pub fn reset(&mut self, image: &MetadataImage, local: Option<(BrokerId, Uuid)>, now: Instant) {
         self.contacts = image
             .brokers
-            .keys()
-            .map(|b| {
+            .iter()
+            .filter(|(id, b)| local.is_none_or(|(me, inc)| **id != me || b.incarnation_id == inc))
+            .map(|(b, _)| {
                 (
                     *b,
                     Contact {
@@ -458,7 +462,7 @@ mod tests {
         // contacts without the broker; the broker must not be fenced at once.
         let mut hb = BrokerHeartbeats::default();
         let now = Instant::now();
-        hb.reset(&MetadataImage::new("c", 1), now);
+        hb.reset(&MetadataImage::new("c", 1), None, now);
         let image = MetadataImage::new("c", 1).apply_at(
             1,
             &[MetadataRecord::RegisterBroker {

@@ -68,6 +68,11 @@ pub struct QuorumConfig {
     /// `metadata.log.max.snapshot.interval.ms`: a snapshot is taken once this long has
     /// passed since the last one with any applied entry after it (0: never by age).
     pub max_snapshot_interval_ms: u64,
+    /// The incarnation id of the broker in this node's process, on a combined node.
+    pub local_broker_incarnation: Option<uuid::Uuid>,
+    /// `max.partitions.per.broker` (strom's own): placements that would give a broker
+    /// more replicas are refused with POLICY_VIOLATION.
+    pub max_partitions_per_broker: i64,
 }
 
 /// What the active controller tracks of each observer's fetches.
@@ -267,11 +272,12 @@ impl QuorumController {
     /// a broker that reaches only it, or it first, never looks for the new one: its
     /// heartbeats would be answered from memory while the majority fences it. A leader
     /// no follower has acknowledged yet counts from when it took over, as Kafka's
-    /// check-quorum timer starts with the leadership.
+    /// check-quorum timer starts with the leadership. The one voter of a single node is
+    /// its own majority.
     fn active_controller(&self) -> Option<u64> {
         let m = self.raft.metrics();
         let m = m.borrow();
-        if m.state != ServerState::Leader {
+        if m.state != ServerState::Leader || self.elections.is_only_voter() {
             return m.current_leader;
         }
         let since = {
@@ -314,7 +320,13 @@ impl QuorumController {
         let mut active_in_term = self.active_in_term.lock();
         if active && *active_in_term != Some(term) {
             *active_in_term = Some(term);
-            self.heartbeats.lock().reset(&self.image(), Instant::now());
+            let local = self
+                .config
+                .local_broker_incarnation
+                .map(|incarnation| (BrokerId(self.config.node_id), incarnation));
+            self.heartbeats
+                .lock()
+                .reset(&self.image(), local, Instant::now());
             tracing::info!(
                 node = self.config.node_id,
                 term,
@@ -458,6 +470,38 @@ impl QuorumController {
             }
         }
         Ok((reply, offset))
+    }
+
+    /// Waits until this voter is the active controller; `false` after `timeout`.
+    pub async fn wait_until_active(&self, timeout: Duration) -> bool {
+        let mut metrics = self.raft.metrics();
+        let wait = async {
+            while !self.is_active() {
+                if metrics.changed().await.is_err() {
+                    return false;
+                }
+            }
+            true
+        };
+        tokio::time::timeout(timeout, wait).await.unwrap_or(false)
+    }
+
+    /// Writes the records `decide` makes of the current image, as the active controller:
+    /// records that come from outside the metadata log (Kafka's bootstrap records, or
+    /// what an earlier release kept in files of its own), decided against the image so
+    /// that writing them again after a crash adds only what is missing. Returns the
+    /// offset of the last record written.
+    pub async fn write_bootstrap(
+        &self,
+        decide: impl FnOnce(&MetadataImage) -> Vec<MetadataRecord>,
+    ) -> Result<i64, String> {
+        match self.write_with(|image, _| Ok((decide(image), ()))).await {
+            Ok(((), offset)) => Ok(offset),
+            Err(WriteError::NotController(leader)) => Err(format!(
+                "this voter is not the active controller (the active one: {leader:?})"
+            )),
+            Err(WriteError::Refused(e)) => Err(e.message),
+        }
     }
 
     fn check_cluster(&self, cluster_id: &str) -> Result<(), RpcError> {
@@ -694,7 +738,12 @@ impl QuorumController {
                 validate_only,
             } => {
                 self.write_with(|image, _| {
-                    let (records, results) = replication::create_topics(image, &topics, start);
+                    let (records, results) = replication::create_topics(
+                        image,
+                        &topics,
+                        start,
+                        self.config.max_partitions_per_broker,
+                    );
                     Ok((
                         if validate_only { Vec::new() } else { records },
                         AdminResult::CreateTopics(results),
@@ -716,6 +765,7 @@ impl QuorumController {
                             count,
                             &assignments,
                             start,
+                            self.config.max_partitions_per_broker,
                         ) {
                             Ok(records) => (
                                 if validate_only { Vec::new() } else { records },

@@ -7,7 +7,7 @@
 //! else the first replica in assignment order that is in the ISR and active; the ISR is
 //! never emptied (the last member stays, with leader -1, "last replica standing").
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use strom_metadata::{
     BrokerId, ConfigResource, LeaderEpoch, MetadataImage, MetadataRecord, PartitionEpoch,
@@ -66,6 +66,46 @@ fn place(
                 .collect()
         })
         .collect()
+}
+
+/// How many partition replicas each broker holds: the image's, plus those of the topics
+/// a request created before the one being decided.
+struct ReplicaCounts(HashMap<BrokerId, i64>);
+
+impl ReplicaCounts {
+    fn of(image: &MetadataImage) -> Self {
+        let mut counts = HashMap::new();
+        for replica in image
+            .topics()
+            .flat_map(|t| &t.partitions)
+            .flat_map(|p| &p.replicas)
+        {
+            *counts.entry(*replica).or_insert(0) += 1;
+        }
+        Self(counts)
+    }
+
+    /// Refuses `assignments` if a broker would then hold more than `limit` replicas
+    /// (`max.partitions.per.broker`), naming the limit; otherwise counts them.
+    fn add(&mut self, assignments: &[Vec<BrokerId>], limit: i64) -> Result<(), RpcError> {
+        let mut after = self.0.clone();
+        for replica in assignments.iter().flatten() {
+            *after.entry(*replica).or_insert(0) += 1;
+        }
+        if let Some((broker, count)) = after.iter().find(|(_, count)| **count > limit) {
+            let hosted = self.0.get(broker).copied().unwrap_or(0);
+            return Err(RpcError::new(
+                codes::POLICY_VIOLATION,
+                format!(
+                    "Adding {} partitions to the {hosted} broker {} hosts would exceed max.partitions.per.broker {limit}.",
+                    count - hosted,
+                    broker.0
+                ),
+            ));
+        }
+        self.0 = after;
+        Ok(())
+    }
 }
 
 /// Checks a manual replica assignment (the replicas of each partition, in partition
@@ -149,17 +189,19 @@ fn partition_records(
 
 /// CreateTopics: the records of every topic that can be created, and a result for each.
 /// `start` picks the first leader (the caller passes a rotating value, as Kafka starts
-/// at a random broker).
+/// at a random broker); no broker is given more than `limit` replicas.
 pub fn create_topics(
     image: &MetadataImage,
     topics: &[NewTopic],
     start: usize,
+    limit: i64,
 ) -> (Vec<MetadataRecord>, Vec<Result<CreatedTopic, RpcError>>) {
     let mut records = Vec::new();
     let mut results = Vec::new();
     let mut names_in_request = BTreeSet::new();
+    let mut counts = ReplicaCounts::of(image);
     for topic in topics {
-        let result = create_topic(image, topic, start, &names_in_request);
+        let result = create_topic(image, topic, start, &names_in_request, &mut counts, limit);
         if let Ok((created, topic_records)) = result {
             names_in_request.insert(topic.name.clone());
             records.extend(topic_records);
@@ -176,6 +218,8 @@ fn create_topic(
     topic: &NewTopic,
     start: usize,
     earlier: &BTreeSet<String>,
+    counts: &mut ReplicaCounts,
+    limit: i64,
 ) -> Result<(CreatedTopic, Vec<MetadataRecord>), RpcError> {
     if image.topic(&topic.name).is_some() || earlier.contains(&topic.name) {
         return Err(RpcError::new(
@@ -203,6 +247,7 @@ fn create_topic(
         check_assignment(image, &topic.assignments)?;
         topic.assignments.clone()
     };
+    counts.add(&assignments, limit)?;
     let topic_id = Uuid::new_v4();
     let created = CreatedTopic {
         topic_id,
@@ -224,13 +269,15 @@ fn create_topic(
     Ok((created, records))
 }
 
-/// CreatePartitions: grows `name` to `count` partitions, placed as its existing ones.
+/// CreatePartitions: grows `name` to `count` partitions, placed as its existing ones,
+/// giving no broker more than `limit` replicas.
 pub fn create_partitions(
     image: &MetadataImage,
     name: &str,
     count: i32,
     assignments: &[Vec<BrokerId>],
     start: usize,
+    limit: i64,
 ) -> Result<Vec<MetadataRecord>, RpcError> {
     let topic = image.topic(name).ok_or_else(|| {
         RpcError::new(
@@ -263,6 +310,7 @@ pub fn create_partitions(
         check_assignment(image, assignments)?;
         assignments.to_vec()
     };
+    ReplicaCounts::of(image).add(&assignments, limit)?;
     Ok(partition_records(image, topic.id, current, assignments))
 }
 
@@ -820,7 +868,7 @@ pub(crate) mod tests {
     #[test]
     fn leaders_are_spread_round_robin() {
         let image = cluster(&[1, 2, 3]);
-        let (records, results) = create_topics(&image, &[new_topic("t", 6, 1)], 0);
+        let (records, results) = create_topics(&image, &[new_topic("t", 6, 1)], 0, i64::MAX);
         assert!(results[0].is_ok());
         let image = image.apply_at(2, &records);
         let leaders: Vec<i32> = image
@@ -836,7 +884,7 @@ pub(crate) mod tests {
     #[test]
     fn a_replication_factor_above_the_live_brokers_is_refused() {
         let image = cluster(&[1]);
-        let (records, results) = create_topics(&image, &[new_topic("t", 1, 2)], 0);
+        let (records, results) = create_topics(&image, &[new_topic("t", 1, 2)], 0, i64::MAX);
         assert!(records.is_empty());
         let e = results[0].clone().unwrap_err();
         assert_eq!(e.code, codes::INVALID_REPLICATION_FACTOR);
@@ -850,7 +898,7 @@ pub(crate) mod tests {
     #[test]
     fn a_gone_leader_leaves_its_partitions_leaderless_but_never_empties_an_isr() {
         let image = cluster(&[1, 2]);
-        let (records, _) = create_topics(&image, &[new_topic("t", 2, 1)], 0);
+        let (records, _) = create_topics(&image, &[new_topic("t", 2, 1)], 0, i64::MAX);
         let image = image.apply_at(2, &records);
         let changes = broker_gone(&image, BrokerId(1), false);
         assert_eq!(changes.len(), 1);
@@ -898,7 +946,7 @@ pub(crate) mod tests {
     #[test]
     fn an_offline_replica_leaves_its_isr_and_leadership_and_nothing_else() {
         let image = cluster(&[1, 2, 3]);
-        let (records, results) = create_topics(&image, &[new_topic("t", 3, 3)], 0);
+        let (records, results) = create_topics(&image, &[new_topic("t", 3, 3)], 0, i64::MAX);
         let id = results[0].as_ref().unwrap().topic_id;
         let image = image.apply_at(2, &records);
         let led_by_1 = image.topic("t").unwrap().partitions[0].clone();
@@ -918,7 +966,7 @@ pub(crate) mod tests {
     }
 
     fn replicated(image: &MetadataImage) -> (MetadataImage, Uuid) {
-        let (records, results) = create_topics(image, &[new_topic("r", 1, 3)], 0);
+        let (records, results) = create_topics(image, &[new_topic("r", 1, 3)], 0, i64::MAX);
         let id = results[0].as_ref().unwrap().topic_id;
         (image.apply_at(2, &records), id)
     }
@@ -1154,5 +1202,24 @@ pub(crate) mod tests {
         // ... and below the topic's.
         let strict = set(&allowed, 5, ConfigResource::Topic("r".into()), "false");
         assert_eq!(after_1_dies(&strict, 6, false), none);
+    }
+
+    #[test]
+    fn placements_beyond_max_partitions_per_broker_are_refused() {
+        let image = cluster(&[1]);
+        let (records, results) =
+            create_topics(&image, &[new_topic("a", 3, 1), new_topic("b", 2, 1)], 0, 4);
+        assert!(results[0].is_ok());
+        let refused = results[1].as_ref().unwrap_err();
+        assert_eq!(refused.code, codes::POLICY_VIOLATION);
+        assert!(
+            refused.message.contains("max.partitions.per.broker 4"),
+            "{}",
+            refused.message
+        );
+        let image = image.apply_at(2, &records);
+        let grown = create_partitions(&image, "a", 5, &[], 0, 4).unwrap_err();
+        assert_eq!(grown.code, codes::POLICY_VIOLATION);
+        assert!(create_partitions(&image, "a", 4, &[], 0, 4).is_ok());
     }
 }

@@ -36,6 +36,7 @@ pub mod codes {
     pub const REQUEST_TIMED_OUT: i16 = 7;
     pub const INVALID_TOPIC_EXCEPTION: i16 = 17;
     pub const INVALID_PARTITIONS: i16 = 37;
+    pub const POLICY_VIOLATION: i16 = 44;
     pub const INVALID_REPLICATION_FACTOR: i16 = 38;
     pub const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
     pub const INVALID_CONFIG: i16 = 40;

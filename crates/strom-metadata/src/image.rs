@@ -117,6 +117,15 @@ struct ImageSnapshot {
 }
 
 impl MetadataImage {
+    /// Whether `broker` leads every partition it is a replica of.
+    pub fn leads_every_partition_it_hosts(&self, broker: BrokerId) -> bool {
+        self.topics_by_name
+            .values()
+            .flat_map(|t| &t.partitions)
+            .filter(|p| p.replicas.contains(&broker))
+            .all(|p| p.leader == broker)
+    }
+
     /// An empty image of cluster `cluster_id`.
     pub fn new(cluster_id: &str, controller_id: i32) -> Self {
         Self {

@@ -1,9 +1,8 @@
 //! The group coordinator: every classic group this broker coordinates, their timers and
 //! their committed offsets.
 //!
-//! On a standalone node it coordinates every group; on a cluster broker, the groups
-//! whose partition of `__consumer_offsets` it leads (see `offsets_partitions`), and the
-//! rest get NOT_COORDINATOR. Each group sits behind its own lock,
+//! It coordinates the groups whose partition of `__consumer_offsets` this broker leads
+//! (see `offsets_partitions`); the rest get NOT_COORDINATOR. Each group sits behind its own lock,
 //! so groups never wait for each other; the map of groups is locked only to find or
 //! create one. Deadlines (session timeouts, the end of a join phase, a leader that never
 //! syncs) are served by one tokio task per group that sleeps until the group's earliest
@@ -11,11 +10,10 @@
 //! polling.
 //!
 //! Each group's membership is stored whenever a rebalance settles (Stable with the
-//! leader's assignment, or Empty), as Kafka's coordinator stores it: on a cluster in
-//! `__consumer_offsets`, where a broker that takes the partition over restores its
-//! groups; on a standalone node in its offsets log, restored at start-up. Members then
-//! go on heartbeating and committing in their generation instead of rejoining. On a
-//! cluster the record is appended before the members learn anything more from this
+//! leader's assignment, or Empty), as Kafka's coordinator stores it, in
+//! `__consumer_offsets`, where a broker that takes the partition over (or the same one,
+//! restarted) restores its groups. Members then go on heartbeating and committing in
+//! their generation instead of rejoining. The record is appended before the members learn anything more from this
 //! coordinator but not waited for; if it is lost with a dying leader, the next
 //! coordinator has an older generation and the members rejoin, as they would without it.
 //!
@@ -23,7 +21,6 @@
 //! do not grow memory and disk without bound: see [`GroupCoordinator::expire_offsets`].
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,7 +38,6 @@ use super::offset_store::{Change, CommittedOffset, OffsetStore, TopicPartition, 
 use super::offsets_partitions::{self, OffsetsPartitions, PendingWrite, Snapshot};
 use super::subscription::subscribed_topics;
 use crate::partition::Partition;
-use crate::BrokerError;
 
 /// The coordinator's settings (Kafka's `group.*` broker configs).
 #[derive(Debug, Clone)]
@@ -61,13 +57,13 @@ struct GroupEntry {
     group: Mutex<Group>,
     wake: Notify,
     timer_running: AtomicBool,
-    /// The partition of `__consumer_offsets` its changes go to (`None` on a standalone
-    /// node); an entry lives only while this broker leads that partition.
-    partition: Option<Arc<Partition>>,
+    /// The partition of `__consumer_offsets` its changes go to; an entry lives only
+    /// while this broker leads that partition.
+    partition: Arc<Partition>,
 }
 
 impl GroupEntry {
-    fn new(group: Group, partition: Option<Arc<Partition>>) -> Arc<Self> {
+    fn new(group: Group, partition: Arc<Partition>) -> Arc<Self> {
         Arc::new(Self {
             group: Mutex::new(group),
             wake: Notify::new(),
@@ -107,9 +103,8 @@ pub struct GroupCoordinator {
     config: CoordinatorConfig,
     groups: Mutex<HashMap<String, Arc<GroupEntry>>>,
     offsets: Arc<OffsetStore>,
-    /// On a cluster broker, the partitions of `__consumer_offsets` it leads; `None` on a
-    /// standalone node, which coordinates every group.
-    offsets_partitions: Option<Mutex<OffsetsPartitions>>,
+    /// The partitions of `__consumer_offsets` this broker leads.
+    offsets_partitions: Mutex<OffsetsPartitions>,
     /// When the offsets were loaded. When a group became empty is kept in memory only,
     /// so every group loaded from disk counts as empty since start-up: a restart can only
     /// extend its offsets' retention, never cut it short.
@@ -128,36 +123,14 @@ pub struct ListedGroup {
 }
 
 impl GroupCoordinator {
-    /// Opens the coordinator of a standalone node, reloading committed offsets and
-    /// memberships from `offsets_dir`: each stored group is restored as it settled, its
-    /// members' sessions starting now, so members that come back within their session
-    /// go on in their generation and the others expire as they would have.
-    pub fn open(config: CoordinatorConfig, offsets_dir: &Path) -> Result<Self, BrokerError> {
-        let coordinator = Self {
-            config,
-            groups: Mutex::new(HashMap::new()),
-            offsets: Arc::new(OffsetStore::open(offsets_dir)?),
-            offsets_partitions: None,
-            started: Instant::now(),
-        };
-        let entries = coordinator.restore_groups(coordinator.offsets.memberships(), None);
-        for entry in &entries {
-            coordinator.arm_timer(entry, false);
-        }
-        if !entries.is_empty() {
-            tracing::info!(groups = entries.len(), "restored stored group memberships");
-        }
-        Ok(coordinator)
-    }
-
-    /// The coordinator of a cluster broker: it coordinates no group until it leads
-    /// partitions of `__consumer_offsets` ([`Self::lead_offsets_partitions`]).
-    pub fn for_cluster(config: CoordinatorConfig) -> Self {
+    /// A coordinator of no group until this broker leads partitions of
+    /// `__consumer_offsets` ([`Self::lead_offsets_partitions`]).
+    pub fn new(config: CoordinatorConfig) -> Self {
         Self {
             config,
             groups: Mutex::new(HashMap::new()),
-            offsets: Arc::new(OffsetStore::in_memory()),
-            offsets_partitions: Some(Mutex::new(OffsetsPartitions::default())),
+            offsets: Arc::new(OffsetStore::default()),
+            offsets_partitions: Mutex::new(OffsetsPartitions::default()),
             started: Instant::now(),
         }
     }
@@ -167,7 +140,7 @@ impl GroupCoordinator {
     fn restore_groups(
         &self,
         memberships: Vec<(String, StoredGroup)>,
-        partition: Option<Arc<Partition>>,
+        partition: Arc<Partition>,
     ) -> Vec<Arc<GroupEntry>> {
         let now = Instant::now();
         let entries: Vec<Arc<GroupEntry>> = memberships
@@ -184,23 +157,17 @@ impl GroupCoordinator {
         entries
     }
 
-    /// Where changes of `group_id` are appended (`None` on a standalone node), or
-    /// NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS.
-    fn owner(&self, group_id: &str) -> Result<Option<Arc<Partition>>, ResponseError> {
-        match &self.offsets_partitions {
-            None => Ok(None),
-            Some(partitions) => partitions.lock().owner(group_id).map(|p| Some(p.clone())),
-        }
+    /// Where changes of `group_id` are appended, or NOT_COORDINATOR /
+    /// COORDINATOR_LOAD_IN_PROGRESS.
+    fn owner(&self, group_id: &str) -> Result<Arc<Partition>, ResponseError> {
+        self.offsets_partitions.lock().owner(group_id).cloned()
     }
 
-    /// The journal of a group's changes: its partition of `__consumer_offsets`, if any.
+    /// The journal of a group's changes: its partition of `__consumer_offsets`.
     fn journal(
-        partition: Option<Arc<Partition>>,
+        partition: Arc<Partition>,
     ) -> impl FnOnce(&[Change]) -> Result<PendingWrite, ResponseError> {
-        move |changes| match &partition {
-            None => Ok(PendingWrite::DONE),
-            Some(p) => offsets_partitions::append(p, changes),
-        }
+        move |changes| offsets_partitions::append(&partition, changes)
     }
 
     /// Takes up the partitions of `__consumer_offsets` (of `count`) this broker leads
@@ -211,10 +178,7 @@ impl GroupCoordinator {
         count: i32,
         led: Vec<(i32, Arc<Partition>)>,
     ) -> Vec<(i32, Arc<Partition>)> {
-        let Some(partitions) = &self.offsets_partitions else {
-            return Vec::new();
-        };
-        let mut partitions = partitions.lock();
+        let mut partitions = self.offsets_partitions.lock();
         let (gone, load) = partitions.lead(count, led);
         let changed: HashSet<i32> = gone
             .iter()
@@ -236,9 +200,6 @@ impl GroupCoordinator {
     /// Replays partition `index` of `__consumer_offsets` and starts coordinating its
     /// groups, unless its leadership changed meanwhile.
     pub fn load_offsets_partition(&self, index: i32, partition: &Arc<Partition>) {
-        let Some(partitions) = &self.offsets_partitions else {
-            return;
-        };
         let leader_epoch = partition.leader_epoch();
         let started = std::time::Instant::now();
         let changes = match offsets_partitions::read_all(partition) {
@@ -248,10 +209,10 @@ impl GroupCoordinator {
                 return;
             }
         };
-        let mut partitions = partitions.lock();
+        let mut partitions = self.offsets_partitions.lock();
         let (groups, memberships) = self.offsets.load(|g| partitions.holds(index, g), changes);
         let restored = memberships.len();
-        let entries = self.restore_groups(memberships, Some(partition.clone()));
+        let entries = self.restore_groups(memberships, partition.clone());
         if partitions.loaded(index, partition, leader_epoch) {
             for entry in &entries {
                 self.arm_timer(entry, false);
@@ -275,10 +236,7 @@ impl GroupCoordinator {
     /// record of each key; a replay from the snapshot gives the same offsets. The caller
     /// trims each once it is replicated.
     pub fn snapshot_offsets_partitions(&self) -> Vec<Snapshot> {
-        let Some(partitions) = &self.offsets_partitions else {
-            return Vec::new();
-        };
-        let partitions = partitions.lock();
+        let partitions = self.offsets_partitions.lock();
         let mut snapshots = Vec::new();
         for (index, partition) in partitions.loaded_partitions() {
             let Ok((size, segments)) = partition.with_log(|l| (l.size_bytes(), l.segment_count()))
@@ -313,8 +271,8 @@ impl GroupCoordinator {
     /// When the offsets of `group_id` were loaded.
     fn loaded_at(&self, group_id: &str) -> Instant {
         self.offsets_partitions
-            .as_ref()
-            .and_then(|p| p.lock().loaded_at(group_id))
+            .lock()
+            .loaded_at(group_id)
             .unwrap_or(self.started)
     }
 
@@ -339,11 +297,7 @@ impl GroupCoordinator {
         self.groups.lock().get(group_id).cloned()
     }
 
-    fn entry_or_create(
-        &self,
-        group_id: &str,
-        partition: Option<Arc<Partition>>,
-    ) -> Arc<GroupEntry> {
+    fn entry_or_create(&self, group_id: &str, partition: Arc<Partition>) -> Arc<GroupEntry> {
         self.groups
             .lock()
             .entry(group_id.to_string())
@@ -505,9 +459,9 @@ impl GroupCoordinator {
         Ok(results)
     }
 
-    /// OffsetCommit: checks the committer's membership and generation, then writes the
-    /// offsets (durably on a standalone node; appended to `__consumer_offsets` on a
-    /// cluster, where the caller waits for the returned write before answering).
+    /// OffsetCommit: checks the committer's membership and generation, then appends the
+    /// offsets to `__consumer_offsets`; the caller waits for the returned write before
+    /// answering.
     pub fn commit_offsets(
         &self,
         group_id: &str,
@@ -684,14 +638,14 @@ impl GroupCoordinator {
     /// expiry since 2.1, KIP-211), durably, and forgets groups left empty and without
     /// offsets. A group with members keeps every offset. An empty group's offsets expire
     /// together once it has been empty for the retention period; a group not in the map
-    /// (standalone commits, or loaded at start-up) counts as empty since its offsets were
-    /// loaded (start-up, or on a cluster the load of its `__consumer_offsets`
-    /// partition), as Kafka's group metadata would have kept its members. Each
-    /// offset is also kept for the retention period after its own commit (`now_ms`
-    /// against its commit timestamp): that is the whole rule for standalone commits, and
-    /// keeps an admin's offset reset of a long-empty group from vanishing at the next
-    /// check, where Kafka would drop it. On a cluster the deletions are appended to
-    /// `__consumer_offsets` without waiting for them: no client waits for expiry.
+    /// (commits without group management, or loaded from `__consumer_offsets`) counts as
+    /// empty since its offsets were loaded, as Kafka's group metadata would have kept its
+    /// members. Each offset is also kept for the retention period after its own commit
+    /// (`now_ms` against its commit timestamp): that is the whole rule for commits
+    /// without group management, and keeps an admin's offset reset of a long-empty group
+    /// from vanishing at the next check, where Kafka would drop it. The deletions are
+    /// appended to `__consumer_offsets` without waiting for them: no client waits for
+    /// expiry.
     pub fn expire_offsets(&self, now: Instant, now_ms: i64) {
         let retention_ms = self.config.offsets_retention_ms;
         let retention = Duration::from_millis(retention_ms.max(0) as u64);
@@ -769,6 +723,8 @@ async fn run_timer(entry: Arc<GroupEntry>, offsets: Arc<OffsetStore>) {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::super::classic_group::tests::join_params;
     use super::*;
 
@@ -778,6 +734,8 @@ mod tests {
     /// emptiness decides.
     const LATE_MS: i64 = 1_000_000_000;
 
+    /// A coordinator that leads the one partition of a `__consumer_offsets` kept in
+    /// `dir`, loaded from what it holds.
     fn coordinator(dir: &Path) -> GroupCoordinator {
         let config = CoordinatorConfig {
             min_session_timeout_ms: 1,
@@ -786,7 +744,29 @@ mod tests {
             initial_rebalance_delay_ms: 0,
             offsets_retention_ms: RETENTION_MS,
         };
-        GroupCoordinator::open(config, dir).unwrap()
+        let files = strom_log::FileCache::new(64);
+        let log = strom_log::PartitionLog::open(
+            &dir.join("__consumer_offsets-0"),
+            strom_log::LogConfig::default(),
+            &files,
+            true,
+            crate::now_ms(),
+        )
+        .unwrap();
+        let partition = Arc::new(Partition::new("__consumer_offsets", 0, log, None));
+        let me = strom_metadata::BrokerId(1);
+        let registration = crate::replication::partition_state::Registration {
+            leader_epoch: 0,
+            partition_epoch: 0,
+            replicas: vec![me],
+            isr: vec![me],
+        };
+        partition.become_leader(me, registration, 0).unwrap();
+        let c = GroupCoordinator::new(config);
+        for (index, led) in c.lead_offsets_partitions(1, vec![(0, partition)]) {
+            c.load_offsets_partition(index, &led);
+        }
+        c
     }
 
     fn committed_at(offset: i64, commit_timestamp: i64) -> (TopicPartition, CommittedOffset) {
@@ -832,7 +812,7 @@ mod tests {
                 vec![committed_at(0, 0), committed_at(1, 0)],
             )
             .unwrap();
-        assert!(written.is_done());
+        written.replicated(Duration::from_secs(1)).await.unwrap();
         joined.member_id
     }
 
@@ -864,16 +844,13 @@ mod tests {
         assert!(c.groups.lock().is_empty(), "the empty group is forgotten");
     }
 
-    #[test]
-    fn standalone_offsets_expire_a_retention_after_their_commit() {
+    #[tokio::test]
+    async fn offsets_without_a_group_expire_a_retention_after_their_commit() {
         let dir = tempfile::tempdir().unwrap();
         let c = coordinator(dir.path());
         for commit in [committed_at(0, 0), committed_at(1, 50_000)] {
             let written = c.commit_offsets("s", "", None, -1, vec![commit]).unwrap();
-            assert!(
-                written.is_done(),
-                "a standalone commit is written when it returns"
-            );
+            written.replicated(Duration::from_secs(1)).await.unwrap();
         }
 
         // Within a retention of start-up, offsets loaded at start-up may be of groups

@@ -1,12 +1,12 @@
 //! Consumer groups with Kafka's classic protocol: the coordinator, its groups and
-//! members, and the durable store of committed offsets (a local log on a standalone
-//! node, `__consumer_offsets` on a cluster).
+//! members, and the store of committed offsets, made durable in `__consumer_offsets`.
 //!
 //! The handlers (`handlers::join_group` and friends) translate requests into calls on
 //! [`GroupCoordinator`] and its results into responses; the protocol's rules live here.
 
 pub mod classic_group;
 pub mod coordinator;
+pub mod earlier_offsets_log;
 pub mod group_metadata;
 pub mod member;
 pub mod offset_store;

@@ -45,19 +45,14 @@ pub struct OffsetsPartitions {
     led: HashMap<i32, Led>,
 }
 
-/// A change appended to `__consumer_offsets`, not yet known to be replicated; `None` on
-/// a standalone node, whose local log is written before the change is applied.
+/// A change appended to `__consumer_offsets`, not yet known to be replicated; `None` when
+/// nothing was appended.
 #[derive(Debug)]
 #[must_use = "a commit is acknowledged only once it is replicated"]
 pub struct PendingWrite(Option<(Arc<Partition>, PendingCommit)>);
 
 impl PendingWrite {
     pub const DONE: Self = Self(None);
-
-    /// Whether nothing is left to wait for (always on a standalone node).
-    pub fn is_done(&self) -> bool {
-        self.0.is_none()
-    }
 
     /// Waits until the change is replicated as the partition's acks=all produce would be.
     pub async fn replicated(self, timeout: Duration) -> Result<(), ResponseError> {

@@ -19,6 +19,22 @@ use super::offset_store::{Change, CommittedOffset};
 /// The internal topic's name.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
+/// The configs `__consumer_offsets` is created with, as Kafka's: compacted, batches kept
+/// as the coordinator wrote them, `offsets.topic.segment.bytes`.
+pub fn topic_configs(config: &crate::BrokerConfig) -> std::collections::BTreeMap<String, String> {
+    [
+        ("cleanup.policy", "compact".to_string()),
+        ("compression.type", "producer".to_string()),
+        (
+            "segment.bytes",
+            config.offsets_topic_segment_bytes.to_string(),
+        ),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
 /// Key versions 0 and 1 are an offset commit; 2 is a group's metadata.
 const OFFSET_COMMIT_KEY_V1: i16 = 1;
 /// Value version 3: offset, leader epoch, metadata, commit timestamp.

@@ -1,7 +1,6 @@
 //! DescribeQuorum (55): the metadata quorum as its active controller sees it (leader,
 //! epoch, high watermark, each voter's and observer's log end and last fetch), forwarded
-//! to the active controller as Kafka's brokers forward it. A standalone node is its own
-//! one-voter quorum.
+//! to the active controller as Kafka's brokers forward it.
 
 use kafka_protocol::messages::describe_quorum_response::{
     Listener, Node, PartitionData, ReplicaState, TopicData,
@@ -11,7 +10,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
-use strom_controller::rpc::{QuorumInfo, Request, Response};
+use strom_controller::rpc::{Request, Response};
 
 use super::RequestContext;
 use crate::topic::CLUSTER_METADATA_TOPIC as METADATA_TOPIC;
@@ -25,24 +24,6 @@ fn replica(r: &strom_controller::rpc::ReplicaState) -> ReplicaState {
         .with_log_end_offset(r.log_end_offset)
         .with_last_fetch_timestamp(r.last_fetch_timestamp)
         .with_last_caught_up_timestamp(r.last_caught_up_timestamp)
-}
-
-fn standalone(ctx: &RequestContext<'_>) -> QuorumInfo {
-    let now = crate::now_ms();
-    let me = strom_controller::rpc::ReplicaState {
-        replica_id: ctx.state.node_id(),
-        log_end_offset: 0,
-        last_fetch_timestamp: now,
-        last_caught_up_timestamp: now,
-    };
-    QuorumInfo {
-        leader_id: ctx.state.node_id(),
-        leader_epoch: 0,
-        high_watermark: 0,
-        voters: vec![me],
-        observers: Vec::new(),
-        voter_endpoints: Vec::new(),
-    }
 }
 
 pub async fn handle(
@@ -60,22 +41,21 @@ pub async fn handle(
                 "DescribeQuorum describes only __cluster_metadata, partition 0.",
             )));
     }
-    let info = match &ctx.state.quorum {
-        None => Ok(standalone(ctx)),
-        Some(quorum) => match quorum
-            .client
-            .call(
-                || Request::DescribeQuorum,
-                std::time::Duration::from_secs(5),
-                std::time::Duration::from_secs(15),
-            )
-            .await
-        {
-            Ok(Response::DescribeQuorum(Ok(info))) => Ok(info),
-            Ok(Response::DescribeQuorum(Err(e))) => Err(e.message),
-            Ok(other) => Err(format!("unexpected controller response {other:?}")),
-            Err(e) => Err(e.to_string()),
-        },
+    let answer = ctx
+        .state
+        .quorum
+        .client
+        .call(
+            || Request::DescribeQuorum,
+            std::time::Duration::from_secs(5),
+            std::time::Duration::from_secs(15),
+        )
+        .await;
+    let info = match answer {
+        Ok(Response::DescribeQuorum(Ok(info))) => Ok(info),
+        Ok(Response::DescribeQuorum(Err(e))) => Err(e.message),
+        Ok(other) => Err(format!("unexpected controller response {other:?}")),
+        Err(e) => Err(e.to_string()),
     };
     let info = match info {
         Ok(info) => info,

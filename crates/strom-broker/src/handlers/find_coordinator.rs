@@ -1,5 +1,5 @@
-//! FindCoordinator: the broker that coordinates a group — this one on a standalone node;
-//! on a cluster the leader of the group's partition of `__consumer_offsets`, which the
+//! FindCoordinator: the broker that coordinates a group — the leader of the group's
+//! partition of `__consumer_offsets`, which the
 //! first lookup creates (answering COORDINATOR_NOT_AVAILABLE until it has leaders, as
 //! Kafka does). Transactions do
 //! not exist yet: a transaction coordinator lookup gets a fatal error with a message
@@ -26,12 +26,9 @@ const KEY_TYPE_TRANSACTION: i8 = 1;
 /// How long a lookup waits for the controller to create `__consumer_offsets`.
 const CREATE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The broker that coordinates group `key`: this node on a standalone node; on a cluster
-/// the leader of the group's partition of `__consumer_offsets`.
+/// The broker that coordinates group `key`: the leader of the group's partition of
+/// `__consumer_offsets`.
 fn group_coordinator(ctx: &RequestContext<'_>, key: &str) -> Option<strom_metadata::BrokerId> {
-    if ctx.state.quorum.is_none() {
-        return Some(strom_metadata::BrokerId(ctx.state.node_id()));
-    }
     let image = ctx.state.metadata.image();
     let topic = image.topic(OFFSETS_TOPIC)?;
     let index = partition_for(key, topic.partitions.len() as i32);
@@ -39,14 +36,14 @@ fn group_coordinator(ctx: &RequestContext<'_>, key: &str) -> Option<strom_metada
     (leader.0 >= 0).then_some(leader)
 }
 
-/// Creates `__consumer_offsets` on a cluster that has none yet, with
+/// Creates `__consumer_offsets` if the cluster has none yet, with
 /// `offsets.topic.num.partitions`, `offsets.topic.replication.factor` and
 /// `offsets.topic.segment.bytes`; a failure (too
 /// few live brokers for the replication factor) is logged and the lookup answers
 /// COORDINATOR_NOT_AVAILABLE, so clients retry.
 async fn create_offsets_topic(ctx: &RequestContext<'_>) {
     let state = ctx.state;
-    if state.quorum.is_none() || state.metadata.image().topic(OFFSETS_TOPIC).is_some() {
+    if state.metadata.image().topic(OFFSETS_TOPIC).is_some() {
         return;
     }
     let spec = crate::admin::TopicSpec {
@@ -54,16 +51,7 @@ async fn create_offsets_topic(ctx: &RequestContext<'_>) {
         partitions: state.config.offsets_topic_num_partitions,
         replication_factor: state.config.offsets_topic_replication_factor,
         assignments: Vec::new(),
-        configs: [
-            ("cleanup.policy".to_string(), "compact".to_string()),
-            ("compression.type".to_string(), "producer".to_string()),
-            (
-                "segment.bytes".to_string(),
-                state.config.offsets_topic_segment_bytes.to_string(),
-            ),
-        ]
-        .into_iter()
-        .collect(),
+        configs: crate::group::offsets_topic::topic_configs(&state.config),
     };
     match crate::admin::create_topic(state, spec, false, CREATE_TIMEOUT).await {
         Ok(_) => tracing::info!(

@@ -2,9 +2,8 @@
 //!
 //! The group decides whether the committer may commit (membership, generation); each
 //! partition must exist and its metadata fit `offset.metadata.max.bytes`. Accepted
-//! offsets are durable when the response is sent: written to the local log on a
-//! standalone node, replicated in `__consumer_offsets` (waiting up to
-//! `offsets.commit.timeout.ms`) on a cluster.
+//! offsets are durable when the response is sent: replicated in `__consumer_offsets`
+//! (waiting up to `offsets.commit.timeout.ms`).
 
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,

@@ -1,6 +1,5 @@
 //! OffsetForLeaderEpoch: the end offset of a leader epoch, which consumers use to detect
-//! log truncation (KIP-320), from the partition's leader-epoch cache (a standalone
-//! node's partition has only ever had epoch 0, which ends at the log end).
+//! log truncation (KIP-320), from the partition's leader-epoch cache.
 
 use kafka_protocol::messages::offset_for_leader_epoch_response::{
     EpochEndOffset, OffsetForLeaderTopicResult,

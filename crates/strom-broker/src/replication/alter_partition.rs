@@ -54,12 +54,7 @@ pub async fn run(
                 }
             }
         }
-        let Some(quorum) = state.quorum.clone() else {
-            batch
-                .into_iter()
-                .for_each(|(p, _)| p.isr_change_settled(None));
-            continue;
-        };
+        let quorum = state.quorum.clone();
         let image = state.metadata.image();
         let mut sent = Vec::new();
         let mut changes = Vec::new();

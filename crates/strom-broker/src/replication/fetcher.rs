@@ -297,8 +297,8 @@ async fn run_fetcher(
         }
         let broker_epoch = state
             .quorum
-            .as_ref()
-            .map_or(-1, |q| q.epoch.load(std::sync::atomic::Ordering::Acquire));
+            .epoch
+            .load(std::sync::atomic::Ordering::Acquire);
         let (session_epoch, send, forgotten) = session.plan(wanted, true);
         let mut request_topics: Vec<FetchTopic> = Vec::new();
         for (key, fetch) in send {
