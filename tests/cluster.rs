@@ -270,12 +270,7 @@ fn sigstop_of_the_active_controller_elects_another_and_the_resumed_one_follows()
 /// Runs `test` on three controllers and two brokers, each in its own network namespace
 /// (root only), once both brokers are registered.
 fn on_split_cluster_in_namespaces(test: impl FnOnce(&TestCluster) + Send + 'static) {
-    // SAFETY: geteuid has no preconditions.
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "this test cuts links between network namespaces: it needs root (CAP_NET_ADMIN), as CI has"
-    );
+    common::assert_root("this test cuts links between network namespaces");
     // The cluster moves its thread into its client namespace: not the test's own.
     std::thread::spawn(|| {
         let cluster = TestCluster::isolated_split(3, 2, &[]);

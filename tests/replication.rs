@@ -142,12 +142,7 @@ fn acknowledged_records_survive_kill_sigterm_and_sigstop_of_leaders_followers_an
 
 #[test]
 fn acknowledged_records_survive_a_leader_cut_off_by_a_network_partition() {
-    // SAFETY: geteuid has no preconditions.
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "this test cuts links between network namespaces: it needs root (CAP_NET_ADMIN), as CI has"
-    );
+    common::assert_root("this test cuts links between network namespaces");
     let _serial = TestCluster::serial();
     // The harness moves its thread into the cluster's client namespace: not this one.
     let report = std::thread::spawn(|| {
@@ -751,12 +746,7 @@ fn elect_leaders_moves_leadership_back_to_the_preferred_replica() {
 
 #[test]
 fn bench_network_runs_seed_001_on_capped_links_and_removes_its_namespaces() {
-    // SAFETY: geteuid has no preconditions.
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "strom bench network caps links between network namespaces: it needs root (CAP_NET_ADMIN), as CI has"
-    );
+    common::assert_root("strom bench network caps links between network namespaces");
     let _serial = TestCluster::serial();
     let namespaces = || {
         String::from_utf8(

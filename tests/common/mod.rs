@@ -365,3 +365,11 @@ pub fn without_colours(text: &str) -> String {
     }
     out
 }
+
+/// Fails the test unless it runs as root (network namespaces, tmpfs mounts), saying
+/// `why`: a test that needs root and lacks it fails rather than passing silently.
+pub fn assert_root(why: &str) {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(euid, 0, "{why}: it needs root (CAP_NET_ADMIN), as CI has");
+}

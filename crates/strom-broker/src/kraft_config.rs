@@ -608,9 +608,12 @@ mod tests {
         assert_eq!(c.controller_listener().unwrap().listener.port, 9093);
     }
 
+    /// Properties, a node id, and the key the error must name.
+    type Case = (Vec<(&'static str, &'static str)>, i32, &'static str);
+
     #[test]
     fn kafkas_cross_checks_name_the_key() {
-        let cases: Vec<(Vec<(&str, &str)>, i32, &str)> = vec![
+        let cases: Vec<Case> = vec![
             (
                 vec![("controller.listener.names", "")],
                 1,

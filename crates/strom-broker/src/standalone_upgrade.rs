@@ -52,14 +52,23 @@ pub struct StandaloneUpgrade {
     #[serde(skip)]
     dir: PathBuf,
     topics: Vec<PlannedTopic>,
-    /// Each group's committed offsets: (topic, partition, offset, leader epoch, metadata,
-    /// commit timestamp).
-    offsets: BTreeMap<String, Vec<(String, i32, i64, i32, String, i64)>>,
+    /// Each group's committed offsets.
+    offsets: BTreeMap<String, Vec<PlannedCommit>>,
     /// The first producer id the earlier release had not handed out.
     next_producer_id: i64,
     /// Dynamic broker configs: the cluster-wide default's, then this node's.
     default_broker_configs: BTreeMap<String, String>,
     node_broker_configs: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct PlannedCommit {
+    topic: String,
+    partition: i32,
+    offset: i64,
+    leader_epoch: i32,
+    metadata: String,
+    commit_timestamp: i64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -125,15 +134,13 @@ impl StandaloneUpgrade {
             .map(|(group, committed)| {
                 let rows = committed
                     .into_iter()
-                    .map(|((topic, partition), c)| {
-                        (
-                            topic,
-                            partition,
-                            c.offset,
-                            c.leader_epoch,
-                            c.metadata,
-                            c.commit_timestamp,
-                        )
+                    .map(|((topic, partition), c)| PlannedCommit {
+                        topic,
+                        partition,
+                        offset: c.offset,
+                        leader_epoch: c.leader_epoch,
+                        metadata: c.metadata,
+                        commit_timestamp: c.commit_timestamp,
                     })
                     .collect();
                 (group, rows)
@@ -227,7 +234,9 @@ impl StandaloneUpgrade {
             }
         }
         let planned_offsets_topic = self.topics.iter().any(|t| t.name == OFFSETS_TOPIC);
-        if !self.offsets.is_empty() && !planned_offsets_topic && image.topic(OFFSETS_TOPIC).is_none()
+        if !self.offsets.is_empty()
+            && !planned_offsets_topic
+            && image.topic(OFFSETS_TOPIC).is_none()
         {
             records.extend(topic_records(
                 node,
@@ -272,14 +281,14 @@ impl StandaloneUpgrade {
         for (group, rows) in &self.offsets {
             let offsets = rows
                 .iter()
-                .map(|(topic, partition, offset, epoch, metadata, timestamp)| {
+                .map(|c| {
                     (
-                        (topic.clone(), *partition),
+                        (c.topic.clone(), c.partition),
                         CommittedOffset {
-                            offset: *offset,
-                            leader_epoch: *epoch,
-                            metadata: metadata.clone(),
-                            commit_timestamp: *timestamp,
+                            offset: c.offset,
+                            leader_epoch: c.leader_epoch,
+                            metadata: c.metadata.clone(),
+                            commit_timestamp: c.commit_timestamp,
                         },
                     )
                 })

@@ -284,6 +284,7 @@ mod heap {
     // SAFETY: every call is passed on to the system allocator unchanged.
     unsafe impl GlobalAlloc for Counting {
         unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            // SAFETY: the caller's layout, passed on unchanged.
             let p = unsafe { System.alloc(layout) };
             if !p.is_null() {
                 add(layout.size() as isize);
@@ -292,6 +293,7 @@ mod heap {
         }
 
         unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            // SAFETY: the caller's layout, passed on unchanged.
             let p = unsafe { System.alloc_zeroed(layout) };
             if !p.is_null() {
                 add(layout.size() as isize);
@@ -300,11 +302,13 @@ mod heap {
         }
 
         unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            // SAFETY: `ptr` came from this allocator with `layout`, as the caller promises.
             unsafe { System.dealloc(ptr, layout) };
             add(-(layout.size() as isize));
         }
 
         unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            // SAFETY: `ptr` came from this allocator with `layout`, as the caller promises.
             let p = unsafe { System.realloc(ptr, layout, new_size) };
             if !p.is_null() {
                 add(new_size as isize - layout.size() as isize);

@@ -562,15 +562,15 @@ mod tests {
         assert!(err.is_invalid_record(), "{err}");
     }
 
+    /// A record as a walk saw it: index, offset delta, timestamp delta, key, value.
+    type Seen = (i32, i32, i64, Option<Vec<u8>>, Option<Vec<u8>>);
+
     /// What each record of `section` looks like to a walk, or how the walk ended.
     fn walked(
         walk: impl FnOnce(
             &mut dyn FnMut(RecordView<'_>) -> Result<(), BatchError>,
         ) -> Result<(), BatchError>,
-    ) -> (
-        Vec<(i32, i32, i64, Option<Vec<u8>>, Option<Vec<u8>>)>,
-        Result<(), String>,
-    ) {
+    ) -> (Vec<Seen>, Result<(), String>) {
         let mut seen = Vec::new();
         let outcome = walk(&mut |r| {
             seen.push((
