@@ -978,7 +978,8 @@ fn dynamic_broker_configs_reach_every_broker_through_the_metadata_log_and_surviv
     }));
     let led = leaders(&b, "dyn");
     let code = |p: usize| produce_code(&cluster.node(led[p]).address(), "dyn", p as i32, 2500);
-    assert!((0..3).all(|p| code(p) == 0));
+    // Each leader serves once it has applied the image that made it leader.
+    assert!(wait_until(TIMEOUT, || (0..3).all(|p| code(p) == 0)));
 
     // The cluster-wide default, written through one broker, reaches every leader.
     strom_tool(&[

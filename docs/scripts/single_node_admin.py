@@ -96,8 +96,8 @@ def one_round(label, binary):
     try:
         log_dir = os.path.join(work, "data")
         proc, bootstrap, cold = start(binary, log_dir)
-        AdminClient({"bootstrap.servers": bootstrap}).create_topics(
-            [NewTopic("commits", 1, 1)])["commits"].result()
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("commits", 1, 1)])["commits"].result()
         creation = topic_creation_ms(bootstrap)
         commits = offset_commit_ms(bootstrap)
         fill(bootstrap)

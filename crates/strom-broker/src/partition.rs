@@ -173,7 +173,7 @@ impl Partition {
             log,
             failure: OnceLock::new(),
             report_failure: None,
-            replica: Mutex::new(ReplicaState::standalone()),
+            replica: Mutex::new(ReplicaState::unassigned()),
             high_watermark: AtomicI64::new(-1),
             low_watermark: AtomicI64::new(-1),
             commits: watch::Sender::new(CommitState {

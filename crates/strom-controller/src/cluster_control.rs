@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use strom_metadata::{BrokerId, Endpoint, MetadataImage, MetadataRecord};
+use strom_metadata::{BrokerId, BrokerRegistration, Endpoint, MetadataImage, MetadataRecord};
 use uuid::Uuid;
 
 use crate::replication_control::{broker_back, broker_gone, leader_count, replicas_offline};
@@ -35,6 +35,10 @@ pub struct BrokerHeartbeats {
     /// `unclean.leader.election.enable` of the controller's server.properties: the
     /// default for topics that do not set it.
     unclean_leader_election: bool,
+    /// The broker id and incarnation of the broker in the controller's own process (a
+    /// combined node): a registration of that id by another incarnation is an earlier
+    /// run of this process, gone for sure, and never given a session.
+    local: Option<(BrokerId, Uuid)>,
 }
 
 /// A broker's registration request.
@@ -60,24 +64,33 @@ pub struct Heartbeat {
 
 impl BrokerHeartbeats {
     /// No sessions yet; `unclean_leader_election` is the default for topics that do not
-    /// set `unclean.leader.election.enable`.
-    pub fn new(unclean_leader_election: bool) -> Self {
+    /// set `unclean.leader.election.enable`; `local` is the broker in the controller's own
+    /// process, if any.
+    pub fn new(unclean_leader_election: bool, local: Option<(BrokerId, Uuid)>) -> Self {
         Self {
             contacts: HashMap::new(),
             shutdown_offsets: HashMap::new(),
             unclean_leader_election,
+            local,
         }
     }
 
-    /// A newly active controller gives every registered broker a full session, except
-    /// an earlier incarnation of the broker in its own process (`local`: the broker id
-    /// and incarnation of a combined node's broker): that one is gone for sure, and
-    /// waiting out its session would keep the restarted broker from registering.
-    pub fn reset(&mut self, image: &MetadataImage, local: Option<(BrokerId, Uuid)>, now: Instant) {
+    /// Whether `broker` is an earlier incarnation of the broker in this controller's own
+    /// process: waiting out its session would only keep the restarted broker from
+    /// registering.
+    fn is_earlier_local(&self, broker: &BrokerRegistration) -> bool {
+        self.local.is_some_and(|(id, incarnation)| {
+            broker.id == id && broker.incarnation_id != incarnation
+        })
+    }
+
+    /// A newly active controller gives every registered broker a full session, except an
+    /// earlier incarnation of the broker in its own process.
+    pub fn reset(&mut self, image: &MetadataImage, now: Instant) {
         self.contacts = image
             .brokers
             .iter()
-            .filter(|(id, b)| local.is_none_or(|(me, inc)| **id != me || b.incarnation_id == inc))
+            .filter(|(_, b)| !self.is_earlier_local(b))
             .map(|(b, _)| {
                 (
                     *b,
@@ -277,11 +290,13 @@ impl BrokerHeartbeats {
         session: Duration,
         now: Instant,
     ) -> Vec<BrokerId> {
-        for b in image.brokers.keys() {
-            self.contacts.entry(*b).or_insert(Contact {
-                last: now,
-                metadata_offset: -1,
-            });
+        for b in image.brokers.values() {
+            if !self.is_earlier_local(b) {
+                self.contacts.entry(b.id).or_insert(Contact {
+                    last: now,
+                    metadata_offset: -1,
+                });
+            }
         }
         image
             .brokers
@@ -426,6 +441,39 @@ mod tests {
     }
 
     #[test]
+    fn an_earlier_incarnation_of_the_controllers_own_broker_is_never_given_a_session() {
+        let now = Instant::now();
+        let earlier = registration(1);
+        let restarted = registration(1);
+        let image = MetadataImage::new("c", 1).apply_at(
+            1,
+            &BrokerHeartbeats::default()
+                .register(&MetadataImage::new("c", 1), &earlier, SESSION, now)
+                .unwrap(),
+        );
+        let image = image.apply_at(
+            2,
+            &[MetadataRecord::BrokerRegistrationChange {
+                broker_id: BrokerId(1),
+                broker_epoch: 1,
+                fenced: Some(false),
+                in_controlled_shutdown: None,
+            }],
+        );
+        let mut hb = BrokerHeartbeats::new(false, Some((BrokerId(1), restarted.incarnation_id)));
+        hb.reset(&image, now);
+        assert_eq!(hb.expired(&image, SESSION, now), vec![BrokerId(1)]);
+        assert!(hb.register(&image, &restarted, SESSION, now).is_ok());
+        assert_eq!(
+            BrokerHeartbeats::default()
+                .register(&image, &restarted, SESSION, now)
+                .map_err(|e| e.code),
+            Err(codes::DUPLICATE_BROKER_REGISTRATION),
+            "another controller gives the earlier incarnation its session"
+        );
+    }
+
+    #[test]
     fn a_broker_in_controlled_shutdown_stops_once_the_other_active_brokers_know() {
         let mut hb = BrokerHeartbeats::default();
         let now = Instant::now();
@@ -462,7 +510,7 @@ mod tests {
         // contacts without the broker; the broker must not be fenced at once.
         let mut hb = BrokerHeartbeats::default();
         let now = Instant::now();
-        hb.reset(&MetadataImage::new("c", 1), None, now);
+        hb.reset(&MetadataImage::new("c", 1), now);
         let image = MetadataImage::new("c", 1).apply_at(
             1,
             &[MetadataRecord::RegisterBroker {

@@ -210,6 +210,9 @@ impl QuorumController {
             network.refused_for_log.clone(),
             log.clone(),
         ));
+        let local_broker = config
+            .local_broker_incarnation
+            .map(|incarnation| (BrokerId(config.node_id), incarnation));
         let controller = Arc::new(Self {
             config,
             raft,
@@ -218,7 +221,7 @@ impl QuorumController {
             network,
             leading_since: Mutex::new(None),
             active_in_term: Mutex::new(None),
-            heartbeats: Mutex::new(BrokerHeartbeats::new(unclean_leader_election)),
+            heartbeats: Mutex::new(BrokerHeartbeats::new(unclean_leader_election, local_broker)),
             observers: Mutex::new(HashMap::new()),
             writer: tokio::sync::Mutex::new(()),
             placement: AtomicUsize::new(0),
@@ -320,13 +323,7 @@ impl QuorumController {
         let mut active_in_term = self.active_in_term.lock();
         if active && *active_in_term != Some(term) {
             *active_in_term = Some(term);
-            let local = self
-                .config
-                .local_broker_incarnation
-                .map(|incarnation| (BrokerId(self.config.node_id), incarnation));
-            self.heartbeats
-                .lock()
-                .reset(&self.image(), local, Instant::now());
+            self.heartbeats.lock().reset(&self.image(), Instant::now());
             tracing::info!(
                 node = self.config.node_id,
                 term,

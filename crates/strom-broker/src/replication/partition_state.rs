@@ -61,11 +61,14 @@ pub struct ReplicaState {
 }
 
 impl ReplicaState {
-    /// A standalone node's partition: the only replica, leader from the start, epoch 0.
-    pub fn standalone() -> Self {
+    /// A partition before the metadata gave it a role: it serves nothing and fetches
+    /// nothing.
+    pub fn unassigned() -> Self {
         Self {
             local: BrokerId::NONE,
-            role: Role::Leader,
+            role: Role::Follower {
+                leader: BrokerId::NONE,
+            },
             leader_epoch: 0,
             partition_epoch: 0,
             replicas: vec![BrokerId::NONE],
@@ -73,17 +76,6 @@ impl ReplicaState {
             pending_isr: None,
             followers: BTreeMap::new(),
             leader_epoch_start_offset: 0,
-        }
-    }
-
-    /// A cluster broker's partition before the metadata gave it a role: it serves
-    /// nothing and fetches nothing.
-    pub fn unassigned() -> Self {
-        Self {
-            role: Role::Follower {
-                leader: BrokerId::NONE,
-            },
-            ..Self::standalone()
         }
     }
 
@@ -289,12 +281,20 @@ pub struct Registration {
 mod tests {
     use super::*;
 
+    /// The only replica, leading in epoch 0.
+    fn sole_leader() -> ReplicaState {
+        ReplicaState {
+            role: Role::Leader,
+            ..ReplicaState::unassigned()
+        }
+    }
+
     fn b(ids: &[i32]) -> Vec<BrokerId> {
         ids.iter().map(|i| BrokerId(*i)).collect()
     }
 
     fn leader_of(isr: &[i32]) -> ReplicaState {
-        let mut s = ReplicaState::standalone();
+        let mut s = sole_leader();
         s.local = BrokerId(1);
         s.become_leader(
             Registration {
@@ -332,7 +332,7 @@ mod tests {
         );
         let two = leader_of(&[1, 2]);
         assert_eq!(two.high_watermark_candidate(120, 3), None);
-        assert_eq!(ReplicaState::standalone().effective_min_insync(2), 1);
+        assert_eq!(sole_leader().effective_min_insync(2), 1);
     }
 
     #[test]
@@ -403,7 +403,7 @@ mod tests {
         assert!(s.update_follower_log_start(BrokerId(3), 0, 1));
         assert_eq!(s.low_watermark(40), 30, "broker 3 is outside the ISR");
         assert!(!s.update_follower_log_start(BrokerId(4), 0, 1));
-        assert_eq!(ReplicaState::standalone().low_watermark(40), 40);
+        assert_eq!(sole_leader().low_watermark(40), 40);
     }
 
     #[test]
