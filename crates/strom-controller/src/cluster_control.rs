@@ -464,12 +464,14 @@ mod tests {
         hb.reset(&image, now);
         assert_eq!(hb.expired(&image, SESSION, now), vec![BrokerId(1)]);
         assert!(hb.register(&image, &restarted, SESSION, now).is_ok());
+        let mut elsewhere = BrokerHeartbeats::default();
+        elsewhere.reset(&image, now);
         assert_eq!(
-            BrokerHeartbeats::default()
+            elsewhere
                 .register(&image, &restarted, SESSION, now)
                 .map_err(|e| e.code),
             Err(codes::DUPLICATE_BROKER_REGISTRATION),
-            "another controller gives the earlier incarnation its session"
+            "a controller in another process gives the earlier incarnation its session"
         );
     }
 
