@@ -97,17 +97,6 @@ impl StromBroker {
         cmd
     }
 
-    /// Starts the broker again on the same log directory and port without waiting for
-    /// its ready line (printed once every partition is open), which the returned
-    /// receiver gets.
-    pub fn restart_unready(&mut self) -> mpsc::Receiver<String> {
-        assert!(self.child.is_none(), "stop the broker before restarting it");
-        let (child, stderr, ready) = spawn_server(self.command(self.port), "strom broker");
-        self.stderr = Some(stderr);
-        self.child = Some(child);
-        ready
-    }
-
     pub fn bootstrap(&self) -> String {
         format!("127.0.0.1:{}", self.port)
     }

@@ -6,7 +6,12 @@
 //! replicated, rather than trusting the high watermark (KIP-101). The cache is persisted as
 //! Kafka's `leader-epoch-checkpoint` text file in the partition directory: a version line
 //! `0`, a line with the entry count, then one `<epoch> <start offset>` line per entry. It is
-//! replaced atomically (write, fsync, rename), and only when it changes.
+//! replaced atomically (write, fsync, rename), and only when it changes — except that the
+//! epoch a new leader starts at its log end ([`LeaderEpochCache::assign_at_end`]) is
+//! written with the first batch of that epoch, not before: a broker elected leader of
+//! thousands of partitions at once (a single node's start) wrote and fsynced thousands of
+//! files before serving. The entry is in memory (and in the clean-shutdown record) at once,
+//! and on disk before any batch it describes.
 
 use std::fs;
 use std::io::Write;
@@ -36,15 +41,19 @@ pub struct EpochEntry {
 pub struct LeaderEpochCache {
     path: PathBuf,
     entries: Vec<EpochEntry>,
+    /// The last entry is not written yet ([`Self::assign_at_end`]).
+    pending: bool,
 }
 
 impl LeaderEpochCache {
     /// The cache of the partition in `dir` as the clean-shutdown record holds it: the
-    /// file is written whenever the entries change, so it says the same and is not read.
+    /// file says the same (but for an epoch a leader started and wrote nothing in, which
+    /// only the record holds) and is not read.
     pub fn recorded(dir: &Path, entries: Vec<EpochEntry>) -> Self {
         Self {
             path: dir.join(FILE_NAME),
             entries,
+            pending: false,
         }
     }
 
@@ -57,6 +66,7 @@ impl LeaderEpochCache {
                 return Ok(Self {
                     path,
                     entries: Vec::new(),
+                    pending: false,
                 })
             }
             Err(e) => return Err(e.into()),
@@ -65,7 +75,11 @@ impl LeaderEpochCache {
             path: path.display().to_string(),
             reason,
         })?;
-        Ok(Self { path, entries })
+        Ok(Self {
+            path,
+            entries,
+            pending: false,
+        })
     }
 
     /// Records that `epoch` starts at `start_offset`, as Kafka's `assign` does: nothing if
@@ -76,6 +90,41 @@ impl LeaderEpochCache {
     ///
     /// Panics on a negative epoch or offset: a caller bug (Kafka throws for it too).
     pub fn assign(&mut self, epoch: i32, start_offset: i64) -> Result<(), LogError> {
+        if self.assign_in_memory(epoch, start_offset) {
+            self.persist()?;
+        }
+        Ok(())
+    }
+
+    /// [`Self::assign`] for an epoch a new leader starts at its log end: written with the
+    /// first batch of the epoch ([`Self::write_pending`]). Entries it replaces that start
+    /// at the same offset (epochs in which nothing was written, as a restarted broker's
+    /// last one) go with it; removing one that starts beyond it is a truncation, written
+    /// at once.
+    pub fn assign_at_end(&mut self, epoch: i32, start_offset: i64) -> Result<(), LogError> {
+        let truncates = self.entries.iter().any(|e| e.start_offset > start_offset);
+        if !self.assign_in_memory(epoch, start_offset) {
+            return Ok(());
+        }
+        if truncates {
+            self.persist()
+        } else {
+            self.pending = true;
+            Ok(())
+        }
+    }
+
+    /// Writes an entry [`Self::assign_at_end`] left in memory: called before any batch
+    /// is appended.
+    pub fn write_pending(&mut self) -> Result<(), LogError> {
+        if self.pending {
+            self.persist()?;
+        }
+        Ok(())
+    }
+
+    /// Applies an assign to the entries; returns whether they changed.
+    fn assign_in_memory(&mut self, epoch: i32, start_offset: i64) -> bool {
         assert!(
             epoch >= 0 && start_offset >= 0,
             "invalid leader epoch entry: epoch {epoch} at offset {start_offset}"
@@ -85,7 +134,7 @@ impl LeaderEpochCache {
             .last()
             .is_none_or(|l| l.epoch != epoch || start_offset < l.start_offset);
         if !update_needed {
-            return Ok(());
+            return false;
         }
         let keep = self
             .entries
@@ -105,7 +154,7 @@ impl LeaderEpochCache {
             start_offset,
         });
         self.assert_monotonic();
-        self.persist()
+        true
     }
 
     /// The newest epoch, if any.
@@ -191,7 +240,7 @@ impl LeaderEpochCache {
         );
     }
 
-    fn persist(&self) -> Result<(), LogError> {
+    fn persist(&mut self) -> Result<(), LogError> {
         let mut text = format!("{VERSION}\n{}\n", self.entries.len());
         for e in &self.entries {
             text.push_str(&format!("{} {}\n", e.epoch, e.start_offset));
@@ -201,6 +250,7 @@ impl LeaderEpochCache {
         file.write_all(text.as_bytes())?;
         file.sync_all()?;
         fs::rename(&tmp, &self.path)?;
+        self.pending = false;
         Ok(())
     }
 }
@@ -358,5 +408,36 @@ mod tests {
                 other => panic!("{text:?}: expected CorruptFile, got {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn a_new_leaders_epoch_is_written_with_its_first_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = cache(dir.path(), &[(0, 0), (3, 10)]);
+        c.assign_at_end(4, 20).unwrap();
+        assert_eq!(pairs(&c), vec![(0, 0), (3, 10), (4, 20)]);
+        assert_eq!(
+            pairs(&LeaderEpochCache::load(dir.path()).unwrap()),
+            vec![(0, 0), (3, 10)],
+            "not on disk before a batch of it"
+        );
+        c.write_pending().unwrap();
+        assert_eq!(
+            pairs(&LeaderEpochCache::load(dir.path()).unwrap()),
+            pairs(&c)
+        );
+        c.assign_at_end(6, 20).unwrap();
+        assert_eq!(pairs(&c), vec![(0, 0), (3, 10), (6, 20)]);
+        assert_eq!(
+            pairs(&LeaderEpochCache::load(dir.path()).unwrap()),
+            vec![(0, 0), (3, 10), (4, 20)],
+            "an epoch in which nothing was written is replaced with the next batch"
+        );
+        c.assign_at_end(7, 15).unwrap();
+        assert_eq!(
+            pairs(&LeaderEpochCache::load(dir.path()).unwrap()),
+            vec![(0, 0), (3, 10), (7, 15)],
+            "an assign that removes an epoch starting beyond it is written at once"
+        );
     }
 }

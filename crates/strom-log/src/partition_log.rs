@@ -520,6 +520,8 @@ impl PartitionLog {
         let (Some(first), Some(last)) = (prepared.first(), prepared.last()) else {
             return Ok(());
         };
+        // The epochs of the batches are on disk before the batches.
+        self.leader_epoch_cache.write_pending()?;
         assert_eq!(
             first.base_offset,
             self.log_end_offset(),
@@ -550,7 +552,7 @@ impl PartitionLog {
     pub fn become_leader(&mut self, epoch: i32) -> Result<(), LogError> {
         self.ensure_open()?;
         self.leader_epoch_cache
-            .assign(epoch, self.log_end_offset())?;
+            .assign_at_end(epoch, self.log_end_offset())?;
         self.leader_epoch = epoch;
         Ok(())
     }
