@@ -5,7 +5,8 @@
 //! made by that release's `strom server`, kcat and `strom consumer-groups`) is upgraded
 //! in place at its first start. A second node on a directory in use, and an earlier
 //! release's directory with a damaged file, are refused with one line naming the
-//! directory, and nothing is changed.
+//! directory, and nothing is changed; a first start killed half way is finished by the
+//! next.
 
 mod common;
 
@@ -241,4 +242,36 @@ fn a_single_node_keeps_its_metadata_in_a_one_voter_quorum() {
         status.contains("CurrentVoters:          [{\"id\": 1"),
         "{status}"
     );
+}
+
+/// A first start killed after it wrote `meta.properties` and created the metadata log's
+/// directory, before its quorum wrote anything: the next start finishes the format in the
+/// cluster the directory names, and serves.
+#[test]
+fn a_first_start_killed_half_way_is_finished_by_the_next() {
+    let cluster_id = "half-formatted-cluster";
+    let broker = StromBroker::start_on(
+        |logs| {
+            std::fs::create_dir_all(logs.join("__cluster_metadata-0")).unwrap();
+            std::fs::write(
+                logs.join("meta.properties"),
+                format!("node.id=1\ndirectory.id=AAAAAAAAAAAAAAAAAAAAAA\nversion=1\ncluster.id={cluster_id}\n"),
+            )
+            .unwrap();
+        },
+        &[],
+    );
+    let bootstrap = broker.bootstrap();
+    create_topic(&bootstrap, "after-half", 1);
+    assert!(records(&bootstrap, "after-half", 1, 0).is_empty());
+    let meta = std::fs::read_to_string(broker.log_dir().join("meta.properties")).unwrap();
+    assert!(meta.contains(&format!("cluster.id={cluster_id}")), "{meta}");
+    let out = common::strom(&[
+        "metadata-quorum",
+        "--bootstrap-server",
+        &bootstrap,
+        "describe",
+        "--status",
+    ]);
+    assert!(common::stdout_of(&out).contains(cluster_id));
 }
