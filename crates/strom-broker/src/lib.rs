@@ -10,6 +10,7 @@ pub mod cli;
 pub mod config;
 pub mod connection;
 pub mod dir_lock;
+pub mod durable_file;
 pub mod dynamic_config;
 pub mod error;
 pub mod fetch_session;

@@ -21,7 +21,6 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -33,7 +32,7 @@ use strom_metadata::{
 use uuid::Uuid;
 
 use crate::group::earlier_offsets_log;
-use crate::group::offset_store::CommittedOffset;
+use crate::group::offset_store::{CommittedOffset, TopicPartition};
 use crate::group::offsets_topic::OFFSETS_TOPIC;
 use crate::topic::TopicRecord;
 use crate::{BrokerConfig, BrokerError, BrokerState};
@@ -53,22 +52,12 @@ pub struct StandaloneUpgrade {
     dir: PathBuf,
     topics: Vec<PlannedTopic>,
     /// Each group's committed offsets.
-    offsets: BTreeMap<String, Vec<PlannedCommit>>,
+    offsets: BTreeMap<String, Vec<(TopicPartition, CommittedOffset)>>,
     /// The first producer id the earlier release had not handed out.
     next_producer_id: i64,
     /// Dynamic broker configs: the cluster-wide default's, then this node's.
     default_broker_configs: BTreeMap<String, String>,
     node_broker_configs: BTreeMap<String, String>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct PlannedCommit {
-    topic: String,
-    partition: i32,
-    offset: i64,
-    leader_epoch: i32,
-    metadata: String,
-    commit_timestamp: i64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -131,20 +120,7 @@ impl StandaloneUpgrade {
         let offsets = earlier_offsets_log::read(dir)
             .map_err(|e| damaged(&dir.join(earlier_offsets_log::LOG_FILE), e))?
             .into_iter()
-            .map(|(group, committed)| {
-                let rows = committed
-                    .into_iter()
-                    .map(|((topic, partition), c)| PlannedCommit {
-                        topic,
-                        partition,
-                        offset: c.offset,
-                        leader_epoch: c.leader_epoch,
-                        metadata: c.metadata,
-                        commit_timestamp: c.commit_timestamp,
-                    })
-                    .collect();
-                (group, rows)
-            })
+            .map(|(group, committed)| (group, committed.into_iter().collect()))
             .collect();
         let block = dir.join(PRODUCER_ID_BLOCK);
         let next_producer_id = match fs::read_to_string(&block) {
@@ -178,13 +154,10 @@ impl StandaloneUpgrade {
             && self.node_broker_configs.is_empty()
     }
 
-    /// Writes the plan atomically (temporary file, fsync, rename).
+    /// Writes the plan atomically ([`crate::durable_file::replace`]).
     fn write_plan(&self) -> Result<(), BrokerError> {
         let json = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
-        let mut tmp = tempfile::NamedTempFile::new_in(&self.dir)?;
-        tmp.write_all(&json)?;
-        tmp.as_file().sync_all()?;
-        tmp.persist(self.dir.join(PLAN)).map_err(|e| e.error)?;
+        crate::durable_file::replace(&self.dir, PLAN, &json)?;
         Ok(())
     }
 
@@ -201,9 +174,8 @@ impl StandaloneUpgrade {
             )));
         }
         let node = BrokerId(quorum.node_id());
-        let offsets_topic = OffsetsTopic::from_config(config);
         quorum
-            .write_bootstrap(|image| self.missing_records(image, node, &offsets_topic))
+            .write_bootstrap(|image| self.missing_records(image, node, config))
             .await
             .map(|_| ())
             .map_err(|e| {
@@ -215,11 +187,13 @@ impl StandaloneUpgrade {
     }
 
     /// The records the metadata log needs to hold what the plan holds, for `node`.
+    /// `__consumer_offsets` takes the partition count and configs of `config`: the
+    /// coordinator hashes groups over that count.
     fn missing_records(
         &self,
         image: &MetadataImage,
         node: BrokerId,
-        offsets_topic: &OffsetsTopic,
+        config: &BrokerConfig,
     ) -> Vec<MetadataRecord> {
         let mut records = Vec::new();
         for topic in &self.topics {
@@ -242,8 +216,8 @@ impl StandaloneUpgrade {
                 node,
                 OFFSETS_TOPIC,
                 Uuid::new_v4(),
-                offsets_topic.partitions,
-                &offsets_topic.configs,
+                config.offsets_topic_num_partitions,
+                &crate::group::offsets_topic::topic_configs(config),
             ));
         }
         if image.next_producer_id < self.next_producer_id {
@@ -278,25 +252,11 @@ impl StandaloneUpgrade {
     /// removes the files only the earlier release read, and the plan.
     pub async fn commit_offsets(self, state: &BrokerState) -> Result<(), BrokerError> {
         let mut committed = 0usize;
-        for (group, rows) in &self.offsets {
-            let offsets = rows
-                .iter()
-                .map(|c| {
-                    (
-                        (c.topic.clone(), c.partition),
-                        CommittedOffset {
-                            offset: c.offset,
-                            leader_epoch: c.leader_epoch,
-                            metadata: c.metadata.clone(),
-                            commit_timestamp: c.commit_timestamp,
-                        },
-                    )
-                })
-                .collect::<Vec<_>>();
+        for (group, offsets) in &self.offsets {
             committed += offsets.len();
             let written = state
                 .groups
-                .commit_offsets(group, "", None, -1, offsets)
+                .commit_offsets(group, "", None, -1, offsets.clone())
                 .map_err(|e| self.offsets_failed(group, e))?;
             written
                 .replicated(WAIT)
@@ -327,22 +287,6 @@ impl StandaloneUpgrade {
             "{}: the upgrade could not commit group {group}'s offsets to {OFFSETS_TOPIC} ({e:?}); the next start tries again",
             self.dir.display()
         ))
-    }
-}
-
-/// `__consumer_offsets` as the upgrade creates it. Its partition count must be the one
-/// the group coordinator hashes groups over, so it comes from the broker's config.
-struct OffsetsTopic {
-    partitions: i32,
-    configs: BTreeMap<String, String>,
-}
-
-impl OffsetsTopic {
-    fn from_config(config: &BrokerConfig) -> Self {
-        Self {
-            partitions: config.offsets_topic_num_partitions,
-            configs: crate::group::offsets_topic::topic_configs(config),
-        }
     }
 }
 

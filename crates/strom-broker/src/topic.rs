@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -74,17 +73,10 @@ impl TopicRecord {
 }
 
 impl TopicRecord {
-    /// Writes the record atomically (temp file, fsync, rename). The temp file has a short
-    /// name of its own: `{name}.json.tmp` would pass the 255-byte file name limit for the
-    /// longest names Kafka allows (249 characters).
+    /// Writes the record atomically ([`crate::durable_file::replace`]).
     pub fn write(&self, dir: &Path, name: &str) -> Result<(), BrokerError> {
-        fs::create_dir_all(dir)?;
-        let path = dir.join(format!("{name}.json"));
         let json = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
-        let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-        tmp.write_all(&json)?;
-        tmp.as_file().sync_all()?;
-        tmp.persist(path).map_err(|e| e.error)?;
+        crate::durable_file::replace(dir, &format!("{name}.json"), &json)?;
         Ok(())
     }
 

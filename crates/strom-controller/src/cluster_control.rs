@@ -368,6 +368,25 @@ mod tests {
 
     const SESSION: Duration = Duration::from_secs(9);
 
+    /// The image once `hb` has registered `registration` (epoch 1) and it is unfenced.
+    fn registered_unfenced(
+        hb: &mut BrokerHeartbeats,
+        registration: &Registration,
+        now: Instant,
+    ) -> MetadataImage {
+        let empty = MetadataImage::new("c", 1);
+        let records = hb.register(&empty, registration, SESSION, now).unwrap();
+        empty.apply_at(1, &records).apply_at(
+            2,
+            &[MetadataRecord::BrokerRegistrationChange {
+                broker_id: registration.broker_id,
+                broker_epoch: 1,
+                fenced: Some(false),
+                in_controlled_shutdown: None,
+            }],
+        )
+    }
+
     #[test]
     fn a_broker_is_fenced_until_it_has_caught_up_with_its_registration() {
         let mut hb = BrokerHeartbeats::default();
@@ -411,20 +430,7 @@ mod tests {
         let mut hb = BrokerHeartbeats::default();
         let now = Instant::now();
         let first = registration(1);
-        let image = MetadataImage::new("c", 1).apply_at(
-            1,
-            &hb.register(&MetadataImage::new("c", 1), &first, SESSION, now)
-                .unwrap(),
-        );
-        let image = image.apply_at(
-            2,
-            &[MetadataRecord::BrokerRegistrationChange {
-                broker_id: BrokerId(1),
-                broker_epoch: 1,
-                fenced: Some(false),
-                in_controlled_shutdown: None,
-            }],
-        );
+        let image = registered_unfenced(&mut hb, &first, now);
         let e = hb
             .register(&image, &registration(1), SESSION, now)
             .unwrap_err();
@@ -445,21 +451,7 @@ mod tests {
         let now = Instant::now();
         let earlier = registration(1);
         let restarted = registration(1);
-        let image = MetadataImage::new("c", 1).apply_at(
-            1,
-            &BrokerHeartbeats::default()
-                .register(&MetadataImage::new("c", 1), &earlier, SESSION, now)
-                .unwrap(),
-        );
-        let image = image.apply_at(
-            2,
-            &[MetadataRecord::BrokerRegistrationChange {
-                broker_id: BrokerId(1),
-                broker_epoch: 1,
-                fenced: Some(false),
-                in_controlled_shutdown: None,
-            }],
-        );
+        let image = registered_unfenced(&mut BrokerHeartbeats::default(), &earlier, now);
         let mut hb = BrokerHeartbeats::new(false, Some((BrokerId(1), restarted.incarnation_id)));
         hb.reset(&image, now);
         assert_eq!(hb.expired(&image, SESSION, now), vec![BrokerId(1)]);

@@ -23,7 +23,7 @@ pub const COMPACT_RATIO: u64 = 4;
 const RECORD_OVERHEAD: usize = 8;
 
 /// A committed offset with what the client attached to it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CommittedOffset {
     pub offset: i64,
     pub leader_epoch: i32,
