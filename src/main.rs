@@ -73,14 +73,14 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Server(p) => strom_broker::cli::main(p.args),
         Command::Storage(p) => strom_broker::storage_cli::main(p.args),
-        Command::ProducerPerfTest(p) => strom_perf::producer_perf_test::main(p.args),
-        Command::ConsumerPerfTest(p) => strom_perf::consumer_perf_test::main(p.args),
-        Command::ConsumerGroups(p) => strom_perf::consumer_groups::main(p.args),
-        Command::E2eLatency(p) => strom_perf::e2e_latency::main(p.args),
-        Command::Bench(p) => strom_perf::bench::main(p.args),
-        Command::Cluster(p) => strom_perf::cluster_cli::main(p.args),
-        Command::MetadataQuorum(p) => strom_perf::metadata_quorum::main(p.args),
-        Command::Topics(p) => strom_perf::topics_cli::main(p.args),
-        Command::Configs(p) => strom_perf::configs_cli::main(p.args),
+        Command::ProducerPerfTest(p) => strom_tools::producer_perf_test::main(p.args),
+        Command::ConsumerPerfTest(p) => strom_tools::consumer_perf_test::main(p.args),
+        Command::ConsumerGroups(p) => strom_tools::consumer_groups::main(p.args),
+        Command::E2eLatency(p) => strom_tools::e2e_latency::main(p.args),
+        Command::Bench(p) => strom_bench::main(p.args),
+        Command::Cluster(p) => strom_tools::cluster_cli::main(p.args),
+        Command::MetadataQuorum(p) => strom_tools::metadata_quorum::main(p.args),
+        Command::Topics(p) => strom_tools::topics_cli::main(p.args),
+        Command::Configs(p) => strom_tools::configs_cli::main(p.args),
     }
 }

@@ -27,9 +27,9 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
+use strom_bench::faults::Deliveries;
 use strom_controller::rpc::{codes, Connection, Request, Response};
 use strom_controller::ControllerClient;
-use strom_perf::bench::faults::Deliveries;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 

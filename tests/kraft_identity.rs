@@ -31,7 +31,7 @@ fn strom(args: &[&str]) -> (bool, String, String) {
 /// controller listener's port must be known before start: it is in the voter list, so it
 /// comes from the cluster launcher's range, which no outgoing connection's port can take).
 fn quickstart(logs: &Path) -> Vec<String> {
-    let controller = strom_perf::local_cluster::free_port().expect("a free port");
+    let controller = strom_testkit::local_cluster::free_port().expect("a free port");
     [
         "process.roles=broker,controller".to_string(),
         "node.id=1".to_string(),

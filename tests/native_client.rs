@@ -269,7 +269,7 @@ fn keyed_records_land_where_the_java_partitioner_puts_them() {
             .expect("records within 10 s")
             .unwrap();
         let key = message.key().expect("every record has a key").to_vec();
-        let expected = (strom_perf::native::partitioner::murmur2(&key) & 0x7fff_ffff) % 5;
+        let expected = (strom_client::partitioner::murmur2(&key) & 0x7fff_ffff) % 5;
         assert_eq!(message.partition(), expected as i32, "key {key:?}");
         keys.insert(key, message.partition());
         seen += 1;

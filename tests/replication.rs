@@ -44,9 +44,7 @@ use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
-use strom_perf::bench::faults::{
-    run_faults, Fault, FaultReport, FaultRun, ALL_FAULTS, WITH_NETWORK,
-};
+use strom_bench::faults::{run_faults, Fault, FaultReport, FaultRun, ALL_FAULTS, WITH_NETWORK};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 

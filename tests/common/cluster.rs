@@ -13,7 +13,7 @@ use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData
 use kafka_protocol::messages::{
     ApiKey, DescribeQuorumRequest, DescribeQuorumResponse, MetadataRequest, MetadataResponse,
 };
-use strom_perf::local_cluster::{ClusterSpec, LocalCluster, Role};
+use strom_testkit::local_cluster::{ClusterSpec, LocalCluster, Role};
 
 use super::raw::{topic_name, Conn};
 use super::wait_until;

@@ -550,6 +550,11 @@ impl TopicConfigDef {
             DefaultValue::Log(f) => f(defaults),
         }
     }
+
+    /// The value a topic has with no override and no broker setting: Kafka's default.
+    pub fn built_in_default(&self) -> String {
+        self.default_value(&LogConfig::default())
+    }
 }
 
 /// Validates one topic config, returning its normalized value.

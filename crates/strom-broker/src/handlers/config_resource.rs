@@ -78,7 +78,6 @@ pub fn topic_configs(
     overrides: &BTreeMap<String, String>,
 ) -> Vec<ConfigValue> {
     let defaults = state.logs.defaults();
-    let built_in = strom_log::LogConfig::default();
     let layers = broker_layers(state, Some(state.node_id()));
     topic_config::TOPIC_CONFIGS
         .iter()
@@ -110,7 +109,7 @@ pub fn topic_configs(
                 if !NULL_DEFAULT_BROKER_KEYS.contains(&broker_key) {
                     synonyms.push(Synonym {
                         name: broker_key,
-                        value: def.default_value(&built_in),
+                        value: def.built_in_default(),
                         source: DEFAULT_CONFIG,
                     });
                 }

@@ -40,7 +40,7 @@ async fn alter(
                 .get(dynamic_config::parse_entity(name)?),
             Box::new(|key| {
                 topic_config::by_broker_synonym(key)
-                    .map(|d| d.default_value(&strom_log::LogConfig::default()))
+                    .map(|d| d.built_in_default())
                     .unwrap_or_default()
             }),
         ),
