@@ -18,8 +18,9 @@ const CLIENT_SIDE: [&str; 4] = [
 ];
 
 /// The crates a broker is built from.
-const BROKER_SIDE: [&str; 5] = [
+const BROKER_SIDE: [&str; 6] = [
     "strom-broker",
+    "strom-replica",
     "strom-controller",
     "strom-metadata",
     "strom-log",
@@ -116,11 +117,21 @@ fn metadata_is_pure() {
 #[test]
 fn the_controller_never_links_the_data_plane() {
     let linked = links(&normal_dependencies(), "strom-controller");
-    for data_plane in ["strom-broker", "strom-log"] {
+    for data_plane in ["strom-broker", "strom-replica", "strom-log"] {
         assert!(
             !linked.contains(data_plane),
             "strom-controller links {data_plane}"
         );
+    }
+}
+
+/// The data plane reaches the controller only through what its caller hands it (a
+/// registration in, an ISR proposal out), so it can be run and tested without a quorum.
+#[test]
+fn the_data_plane_never_links_the_controller() {
+    let linked = links(&normal_dependencies(), "strom-replica");
+    for control in ["strom-controller", "openraft", "strom-broker"] {
+        assert!(!linked.contains(control), "strom-replica links {control}");
     }
 }
 

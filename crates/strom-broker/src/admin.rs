@@ -10,7 +10,8 @@ use strom_controller::rpc::{AdminResult, AdminWrite, NewTopic};
 use strom_metadata::{BrokerId, ConfigResource};
 use uuid::Uuid;
 
-use crate::{topic_config, ApiError, BrokerState};
+use crate::{topic_config, BrokerState};
+use strom_wire::ApiError;
 
 /// How long a forwarded change may wait for the quorum: the request's `timeout_ms`,
 /// at least a second and at most [`crate::quorum_channel::ADMIN_DEADLINE`].

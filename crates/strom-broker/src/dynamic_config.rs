@@ -24,7 +24,8 @@ use strom_log::LogConfig;
 use strom_metadata::{BrokerId, ConfigResource, MetadataImage};
 
 use crate::config::{BrokerConfig, ConfigError};
-use crate::{topic_config, ApiError, BrokerError, BrokerState};
+use crate::{topic_config, BrokerError, BrokerState};
+use strom_wire::ApiError;
 
 /// Keys that are dynamic besides the broker synonyms of topic configs: the coarser
 /// synonyms Kafka also accepts for retention and rolling.

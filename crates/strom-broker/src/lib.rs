@@ -13,7 +13,6 @@ pub mod dir_lock;
 pub mod durable_file;
 pub mod dynamic_config;
 pub mod error;
-pub mod fetch_session;
 pub mod group;
 pub mod handlers;
 pub mod kafka_broker_keys;
@@ -25,7 +24,6 @@ pub mod meta_properties;
 pub mod metadata_cache;
 pub mod metadata_loader;
 pub mod open_files_limit;
-pub mod partition;
 pub mod properties;
 pub mod quorum_channel;
 pub mod replica_manager;
@@ -41,13 +39,6 @@ pub mod topic;
 pub mod topic_config;
 
 pub use config::{BrokerConfig, ConfigError};
-pub use error::{ApiError, BrokerError};
+pub use error::BrokerError;
 pub use server::{Broker, RunningBroker};
 pub use state::BrokerState;
-
-/// Wall-clock milliseconds since the epoch, the unit of Kafka's timestamps.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}

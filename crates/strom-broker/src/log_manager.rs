@@ -26,10 +26,13 @@ use strom_log::{CleanShutdown, ClosedLog, FileCache, LogConfig, LogError, Partit
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-use crate::partition::Partition;
 use crate::topic::{Topic, TopicRecord};
-use crate::{log_dir_workers, now_ms, open_files_limit, topic_config};
-use crate::{ApiError, BrokerConfig, BrokerError};
+use strom_replica::partition::Partition;
+use strom_wire::now_ms;
+
+use crate::{log_dir_workers, open_files_limit, topic_config};
+use crate::{BrokerConfig, BrokerError};
+use strom_wire::ApiError;
 
 /// The clean-shutdown record of a log dir (`strom_log::clean_shutdown`).
 const CLEAN_SHUTDOWN_RECORD: &str = ".strom_clean_shutdown_record";

@@ -17,7 +17,7 @@ use strom_metadata::BrokerId;
 use tokio::sync::watch;
 
 use crate::metadata_cache::MetadataCache;
-use crate::ApiError;
+use strom_wire::ApiError;
 
 /// How long one call to the active controller may take before another is tried.
 const PER_TRY: Duration = Duration::from_secs(5);

@@ -16,9 +16,10 @@ use uuid::Uuid;
 
 use crate::group::offsets_topic::OFFSETS_TOPIC;
 use crate::log_dir_workers;
-use crate::partition::Partition;
-use crate::replication::partition_state::Registration;
-use crate::{ApiError, BrokerState};
+use crate::BrokerState;
+use strom_replica::partition::Partition;
+use strom_replica::partition_state::Registration;
+use strom_wire::ApiError;
 
 fn not_leader(topic: &str, index: i32, leader: BrokerId) -> ApiError {
     ApiError::new(

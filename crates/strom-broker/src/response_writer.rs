@@ -30,7 +30,7 @@ use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
 use crate::handlers::Response;
-use crate::partition::FetchedRecords;
+use strom_replica::partition::FetchedRecords;
 
 /// The most buffers one `writev` takes (Linux's `IOV_MAX`).
 const MAX_IOVECS: usize = 1024;

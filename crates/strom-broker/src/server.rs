@@ -19,18 +19,20 @@ use strom_metadata::{Endpoint, MetadataImage};
 
 use crate::config::Listener;
 use crate::dynamic_config::DynamicBrokerConfigs;
-use crate::fetch_session::FetchSessionCache;
 use crate::group::{CoordinatorConfig, GroupCoordinator};
 use crate::log_manager::LogManager;
 use crate::memory::{MemoryTrimmer, TRIM_CHECK_INTERVAL_MS};
 use crate::metadata_cache::MetadataCache;
 use crate::quorum_channel::QuorumChannel;
 use crate::replication::alter_partition::{self, AlterPartitionSender};
-use crate::replication::high_watermark_checkpoint::{self, HighWatermarks};
-use crate::replication::Replication;
+use crate::replication::{self, Replication};
 use crate::standalone_upgrade::StandaloneUpgrade;
 use crate::{broker_lifecycle, metadata_loader};
-use crate::{connection, now_ms, BrokerConfig, BrokerError, BrokerState};
+use strom_replica::fetch_session::FetchSessionCache;
+use strom_replica::high_watermark_checkpoint::{self, HighWatermarks};
+use strom_wire::now_ms;
+
+use crate::{connection, BrokerConfig, BrokerError, BrokerState};
 
 /// A broker ready to start.
 pub struct Broker {
@@ -371,7 +373,7 @@ fn spawn_schedulers(state: &Arc<BrokerState>, shutdown: &watch::Receiver<bool>) 
     );
     every(
         config.replication.high_watermark_checkpoint_interval_ms,
-        high_watermark_checkpoint::checkpoint_all,
+        replication::checkpoint_high_watermarks,
     );
     every(TRIM_CHECK_INTERVAL_MS, |s| {
         s.memory.trim_if_connections_closed()
@@ -506,7 +508,7 @@ impl BrokerPart {
         }
         let state = self.state.clone();
         tokio::task::spawn_blocking(move || {
-            high_watermark_checkpoint::checkpoint_all(&state);
+            replication::checkpoint_high_watermarks(&state);
             state.logs.shutdown()
         })
         .await

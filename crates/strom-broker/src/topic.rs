@@ -11,8 +11,9 @@ use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::partition::Partition;
-use crate::{ApiError, BrokerError};
+use crate::BrokerError;
+use strom_replica::partition::Partition;
+use strom_wire::ApiError;
 
 /// One topic hosted by the broker: the partitions of which it is a replica.
 #[derive(Debug)]

@@ -24,10 +24,3 @@ pub mod types;
 pub use client::ControllerClient;
 pub use quorum_controller::{QuorumConfig, QuorumController};
 pub use state_machine::MetadataDelta;
-
-/// Wall-clock milliseconds since the epoch.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}

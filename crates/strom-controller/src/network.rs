@@ -106,7 +106,7 @@ impl RaftNetwork<TypeConfig> for PeerClient {
     ) -> RpcResult<AppendEntriesResponse<NodeId>> {
         match self.call(Request::AppendEntries(rpc), &option).await? {
             Response::AppendEntries(Ok(r)) => {
-                self.acks.lock().insert(self.target, crate::now_ms());
+                self.acks.lock().insert(self.target, strom_wire::now_ms());
                 Ok(r)
             }
             Response::AppendEntries(Err(e)) => Err(remote(e)),

@@ -942,7 +942,7 @@ impl QuorumController {
             broker.0,
             ObserverFetch {
                 offset,
-                at_ms: crate::now_ms(),
+                at_ms: strom_wire::now_ms(),
             },
         );
         let mut applied = self.state.subscribe();
@@ -978,7 +978,7 @@ impl QuorumController {
         let m = self.raft.metrics().borrow().clone();
         let leo = m.last_log_index.map_or(0, |i| i as i64 + 1);
         let hw = m.last_applied.map_or(0, |l| l.index as i64 + 1);
-        let now = crate::now_ms();
+        let now = strom_wire::now_ms();
         let acks = self.network.acks.lock().clone();
         let matched = m.replication.clone().unwrap_or_default();
         let voter_ids: BTreeSet<u64> = m.membership_config.membership().voter_ids().collect();

@@ -1,6 +1,7 @@
-//! The one error type of the log layer; the broker maps each case to a Kafka error code.
+//! The one error type of the log layer, and the Kafka error code of each case.
 
-use strom_wire::BatchError;
+use kafka_protocol::ResponseError;
+use strom_wire::{ApiError, BatchError};
 use thiserror::Error;
 
 use crate::validator::{RecordError, RecordErrorKind};
@@ -52,4 +53,44 @@ pub enum LogError {
     /// A file on disk is not in the format strom writes.
     #[error("corrupt file {path}: {reason}")]
     CorruptFile { path: String, reason: String },
+}
+
+/// The Kafka error code of each log failure, as Kafka's `UnifiedLog` raises them.
+impl From<LogError> for ApiError {
+    fn from(e: LogError) -> Self {
+        let code = match &e {
+            LogError::InvalidBatch(b) if b.is_invalid_record() => ResponseError::InvalidRecord,
+            LogError::InvalidBatch(_) => ResponseError::CorruptMessage,
+            LogError::RecordErrors { kind, errors, .. } => {
+                let code = match kind {
+                    RecordErrorKind::InvalidRecord => ResponseError::InvalidRecord,
+                    RecordErrorKind::InvalidTimestamp => ResponseError::InvalidTimestamp,
+                };
+                let mut error = ApiError::new(code, e.to_string());
+                error.record_errors = errors
+                    .iter()
+                    .map(|r| (r.batch_index, r.message.clone()))
+                    .collect();
+                return error;
+            }
+            LogError::MessageTooLarge { .. } => ResponseError::MessageTooLarge,
+            LogError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+            LogError::ProducerState(ProducerStateError::OutOfOrderSequence { .. }) => {
+                ResponseError::OutOfOrderSequenceNumber
+            }
+            LogError::ProducerState(ProducerStateError::InvalidProducerEpoch { .. }) => {
+                ResponseError::InvalidProducerEpoch
+            }
+            // Only a follower's append of what its leader sent can fail so; no client sees it.
+            LogError::UnexpectedAppendOffset { .. } => ResponseError::UnknownServerError,
+            LogError::Closed { .. } => ResponseError::NotLeaderOrFollower,
+            LogError::Io(_) | LogError::CorruptFile { .. } | LogError::Offline { .. } => {
+                ResponseError::KafkaStorageError
+            }
+        };
+        if matches!(code, ResponseError::KafkaStorageError) {
+            tracing::error!(error = %e, "storage error");
+        }
+        ApiError::new(code, e.to_string())
+    }
 }

@@ -107,14 +107,12 @@ fn run(args: &cli::Parsed) -> Result<String> {
             .unwrap_or_default();
         Ok(status(&cluster_id, &quorum, partition))
     } else {
-        Ok(replication(partition, args.has("human-readable"), now_ms()))
+        Ok(replication(
+            partition,
+            args.has("human-readable"),
+            strom_wire::now_ms(),
+        ))
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// `describe --status`: `Key:` padded to 24 columns, then the value.

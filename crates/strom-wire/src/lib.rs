@@ -2,6 +2,7 @@
 //! record batches. No I/O happens here: callers hand in bytes and get bytes back, so the same
 //! code serves the broker's sockets, the log's recovery scan and the benchmarks.
 
+pub mod api_error;
 pub mod batch;
 pub mod batch_builder;
 pub mod client;
@@ -16,6 +17,7 @@ pub mod request;
 pub mod response;
 pub mod response_frame;
 
+pub use api_error::ApiError;
 pub use batch::{BatchError, RecordBatchHeader, RecordBatches, BATCH_HEADER_LEN};
 pub use batch_builder::{BatchBuilder, ProducerFields};
 pub use codec::Codec;
@@ -26,3 +28,10 @@ pub use frame::FrameDecoder;
 pub use request::{decode_request, DecodedRequest};
 pub use response::encode_response;
 pub use response_frame::{encode_response_frame, FramePart, ResponseFrame, TransferableRecords};
+
+/// Wall-clock milliseconds since the epoch, the unit of Kafka's timestamps.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}

@@ -37,7 +37,7 @@ use super::group_metadata::StoredGroup;
 use super::offset_store::{Change, CommittedOffset, OffsetStore, TopicPartition, COMPACT_RATIO};
 use super::offsets_partitions::{self, OffsetsPartitions, PendingWrite, Snapshot};
 use super::subscription::subscribed_topics;
-use crate::partition::Partition;
+use strom_replica::partition::Partition;
 
 /// The coordinator's settings (Kafka's `group.*` broker configs).
 #[derive(Debug, Clone)]
@@ -86,7 +86,7 @@ impl GroupEntry {
     /// is logged: the members then rejoin the next coordinator (or the restarted node),
     /// nothing worse.
     fn store_settled(&self, offsets: &OffsetStore, group: &mut Group) {
-        let Some(membership) = group.unstored(crate::now_ms()) else {
+        let Some(membership) = group.unstored(strom_wire::now_ms()) else {
             return;
         };
         let generation = membership.generation;
@@ -750,12 +750,12 @@ mod tests {
             strom_log::LogConfig::default(),
             &files,
             true,
-            crate::now_ms(),
+            strom_wire::now_ms(),
         )
         .unwrap();
         let partition = Arc::new(Partition::new("__consumer_offsets", 0, log, None));
         let me = strom_metadata::BrokerId(1);
-        let registration = crate::replication::partition_state::Registration {
+        let registration = strom_replica::partition_state::Registration {
             leader_epoch: 0,
             partition_epoch: 0,
             replicas: vec![me],

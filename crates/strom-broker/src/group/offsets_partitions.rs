@@ -18,8 +18,8 @@ use tokio::time::Instant;
 
 use super::offset_store::Change;
 use super::offsets_topic::{self, partition_for};
-use crate::partition::{Partition, PendingCommit};
-use crate::ApiError;
+use strom_replica::partition::{Partition, PendingCommit};
+use strom_wire::ApiError;
 
 /// A partition this broker leads, in the leader epoch it was taken up in.
 #[derive(Debug)]
@@ -181,7 +181,7 @@ fn append_batch(
     partition: &Arc<Partition>,
     changes: &[Change],
 ) -> Result<(i64, PendingWrite), ResponseError> {
-    let batch = offsets_topic::encode(changes, crate::now_ms());
+    let batch = offsets_topic::encode(changes, strom_wire::now_ms());
     let (info, commit) = partition
         .append_as_leader(&batch, -1)
         .map_err(coordinator_error)?;
@@ -231,7 +231,7 @@ impl Snapshot {
     pub async fn trim(self, timeout: Duration) -> Result<i64, ResponseError> {
         self.write.replicated(timeout).await?;
         self.partition
-            .delete_records_before(self.base, crate::now_ms())
+            .delete_records_before(self.base, strom_wire::now_ms())
             .map_err(coordinator_error)
     }
 }

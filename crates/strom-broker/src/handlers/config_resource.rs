@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use kafka_protocol::ResponseError;
 
 use crate::topic_config::ConfigType;
-use crate::{topic_config, ApiError, BrokerState};
+use crate::{topic_config, BrokerState};
+use strom_wire::ApiError;
 
 /// Kafka's `ConfigResource.Type` ids.
 pub const RESOURCE_TOPIC: i8 = 2;

@@ -13,7 +13,7 @@ use kafka_protocol::ResponseError;
 use super::config_resource::topic_configs;
 use super::RequestContext;
 use crate::admin::{self, TopicSpec};
-use crate::ApiError;
+use strom_wire::ApiError;
 
 /// CreateTopics responses describe the created topic's configs from v5.
 const CONFIGS_SINCE: i16 = 5;

@@ -12,7 +12,9 @@ use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 use tokio::time::Instant;
 
 use super::RequestContext;
-use crate::{now_ms, replica_manager};
+use strom_wire::now_ms;
+
+use crate::replica_manager;
 
 pub async fn handle(ctx: &RequestContext<'_>, req: DeleteRecordsRequest) -> DeleteRecordsResponse {
     let deadline = Instant::now() + Duration::from_millis(req.timeout_ms.max(0) as u64);

@@ -7,7 +7,7 @@ use kafka_protocol::ResponseError;
 use uuid::Uuid;
 
 use super::RequestContext;
-use crate::ApiError;
+use strom_wire::ApiError;
 
 pub async fn handle(ctx: &RequestContext<'_>, req: DeleteTopicsRequest) -> DeleteTopicsResponse {
     let image = ctx.state.metadata.image();

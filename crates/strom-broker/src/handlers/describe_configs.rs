@@ -14,7 +14,8 @@ use super::config_resource::{
     broker_layers, topic_configs, unsupported_resource, RESOURCE_BROKER, RESOURCE_TOPIC,
 };
 use super::RequestContext;
-use crate::{dynamic_config, ApiError};
+use crate::dynamic_config;
+use strom_wire::ApiError;
 
 fn entry(name: &str, value: String, source: i8, read_only: bool) -> DescribeConfigsResourceResult {
     DescribeConfigsResourceResult::default()

@@ -35,8 +35,9 @@ use strom_wire::TransferableRecords;
 use tokio::sync::Notify;
 
 use super::RequestContext;
-use crate::partition::{FetchedRecords, Partition};
-use crate::{replica_manager, ApiError};
+use crate::replica_manager;
+use strom_replica::partition::{FetchedRecords, Partition};
+use strom_wire::ApiError;
 
 /// Fetch v15+ names a follower in `ReplicaState` instead of `replica_id` (KIP-903).
 const REPLICA_STATE_SINCE: i16 = 15;

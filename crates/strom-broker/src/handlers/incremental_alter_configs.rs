@@ -9,7 +9,8 @@ use kafka_protocol::ResponseError;
 
 use super::config_resource::{unsupported_resource, RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::RequestContext;
-use crate::{dynamic_config, topic_config, ApiError};
+use crate::{dynamic_config, topic_config};
+use strom_wire::ApiError;
 
 /// Where a list key's value comes from when the resource's own set does not hold it.
 type Inherited<'a> = Box<dyn Fn(&str) -> String + Send + Sync + 'a>;

@@ -2,11 +2,12 @@
 //! with the largest timestamp.
 
 use super::RequestContext;
-use crate::{replica_manager, ApiError};
+use crate::replica_manager;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+use strom_wire::ApiError;
 
 /// ListOffsets responses carry the leader epoch from v4.
 const LEADER_EPOCH_SINCE: i16 = 4;

@@ -14,8 +14,8 @@ use strom_wire::{
     decode_request, encode_response, encode_response_frame, ResponseFrame, WireError,
 };
 
-use crate::partition::FetchedRecords;
 use crate::BrokerState;
+use strom_replica::partition::FetchedRecords;
 
 pub mod alter_configs;
 pub mod api_versions;

@@ -13,7 +13,7 @@ use kafka_protocol::ResponseError;
 
 use super::{error_code, RequestContext};
 use crate::group::CommittedOffset;
-use crate::now_ms;
+use strom_wire::now_ms;
 
 pub async fn handle(ctx: &RequestContext<'_>, req: OffsetCommitRequest) -> OffsetCommitResponse {
     let state = ctx.state;

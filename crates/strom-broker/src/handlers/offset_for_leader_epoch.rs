@@ -7,7 +7,8 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 
 use super::RequestContext;
-use crate::{replica_manager, ApiError};
+use crate::replica_manager;
+use strom_wire::ApiError;
 
 pub fn handle(
     ctx: &RequestContext<'_>,

@@ -23,8 +23,9 @@ use kafka_protocol::ResponseError;
 
 use super::RequestContext;
 use crate::group::offsets_topic::OFFSETS_TOPIC;
-use crate::partition::AppendInfo;
-use crate::{replica_manager, ApiError};
+use crate::replica_manager;
+use strom_replica::partition::AppendInfo;
+use strom_wire::ApiError;
 
 pub async fn handle(ctx: &RequestContext<'_>, req: ProduceRequest) -> Option<ProduceResponse> {
     let acks = req.acks;

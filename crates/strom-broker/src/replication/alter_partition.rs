@@ -10,8 +10,8 @@ use std::time::Duration;
 use strom_controller::rpc::IsrChange;
 use tokio::sync::{mpsc, watch};
 
-use crate::partition::{IsrProposal, Partition};
 use crate::BrokerState;
+use strom_replica::partition::{IsrProposal, Partition};
 
 /// Where partitions send their proposals.
 #[derive(Debug, Clone)]

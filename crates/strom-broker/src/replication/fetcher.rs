@@ -29,8 +29,8 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
-use crate::partition::{FetchPosition, Partition};
 use crate::BrokerState;
+use strom_replica::partition::{FetchPosition, Partition};
 
 /// The Fetch version followers send: the first with `ReplicaState` (KIP-903).
 const FETCH_VERSION: i16 = 15;

@@ -1,19 +1,20 @@
-//! Replication between brokers: each partition's replication state, the followers'
-//! fetchers, the leader's ISR changes and the high-watermark checkpoint. The leader's
+//! Replication between brokers, the broker's side: the followers' fetchers, the leader's
+//! ISR changes and the periodic high-watermark checkpoint. The leader's
 //! side of a follower's fetch is in the Fetch handler; what a metadata image changes
 //! (become leader, become follower) is decided in [`crate::replica_manager`].
 
 pub mod alter_partition;
 pub mod fetcher;
-pub mod high_watermark_checkpoint;
-pub mod partition_state;
 
 use parking_lot::Mutex;
+use strom_replica::high_watermark_checkpoint;
 use tokio::sync::watch;
 
 use alter_partition::AlterPartitionSender;
 use fetcher::ReplicaFetcherManager;
 use high_watermark_checkpoint::HighWatermarks;
+
+use crate::BrokerState;
 
 /// A broker's replication machinery.
 #[derive(Debug)]
@@ -52,4 +53,15 @@ impl Replication {
             .remove(&(topic.to_string(), index))
             .unwrap_or(0)
     }
+}
+
+/// Writes every log dir's `replication-offset-checkpoint` from the hosted partitions.
+pub fn checkpoint_high_watermarks(state: &BrokerState) {
+    let hosted: Vec<_> = state
+        .logs
+        .topics()
+        .iter()
+        .flat_map(|t| t.hosted())
+        .collect();
+    high_watermark_checkpoint::checkpoint_all(&state.config.log_dirs, hosted.iter());
 }

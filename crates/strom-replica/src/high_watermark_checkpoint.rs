@@ -8,8 +8,9 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use crate::BrokerState;
+use crate::partition::Partition;
 
 pub const FILE_NAME: &str = "replication-offset-checkpoint";
 
@@ -67,25 +68,22 @@ pub fn write(dir: &Path, hws: &HighWatermarks) -> std::io::Result<()> {
     fs::rename(&tmp, dir.join(FILE_NAME))
 }
 
-/// Writes the high watermarks of every online partition, one file per log dir.
-pub fn checkpoint_all(state: &BrokerState) {
-    let mut by_dir: BTreeMap<PathBuf, HighWatermarks> = state
-        .config
-        .log_dirs
+/// Writes the high watermarks of every online partition of `hosted`, one file per log
+/// dir of `log_dirs` (a dir with no partition gets an empty file).
+pub fn checkpoint_all<'a>(log_dirs: &[PathBuf], hosted: impl Iterator<Item = &'a Arc<Partition>>) {
+    let mut by_dir: BTreeMap<PathBuf, HighWatermarks> = log_dirs
         .iter()
         .map(|d| (d.clone(), HighWatermarks::new()))
         .collect();
-    for topic in state.logs.topics() {
-        for p in topic.hosted() {
-            if p.offline_reason().is_some() {
-                continue;
-            }
-            if let Some(dir) = p.dir().parent() {
-                by_dir
-                    .entry(dir.to_path_buf())
-                    .or_default()
-                    .insert((p.topic.clone(), p.index), p.high_watermark());
-            }
+    for p in hosted {
+        if p.offline_reason().is_some() {
+            continue;
+        }
+        if let Some(dir) = p.dir().parent() {
+            by_dir
+                .entry(dir.to_path_buf())
+                .or_default()
+                .insert((p.topic.clone(), p.index), p.high_watermark());
         }
     }
     for (dir, hws) in by_dir {

@@ -24,8 +24,8 @@ use strom_metadata::BrokerId;
 use strom_wire::records::first_record_at_or_after;
 use tokio::sync::{watch, Notify};
 
-use crate::replication::partition_state::{Registration, ReplicaState, Role};
-use crate::ApiError;
+use crate::partition_state::{Registration, ReplicaState, Role};
+use strom_wire::ApiError;
 
 /// What an acks=all produce waits on: the high watermark and whether this broker still
 /// leads the partition in the epoch it appended in.
@@ -267,7 +267,7 @@ impl Partition {
                     ),
                 )));
             }
-            let info = log.append(records, crate::now_ms()).inspect_err(|e| {
+            let info = log.append(records, strom_wire::now_ms()).inspect_err(|e| {
                 // A refused sequence makes librdkafka bump its producer epoch and send
                 // every unacknowledged batch again: the line to read when a fault run
                 // finds a batch twice. One per refused batch, and the client backs off.
@@ -438,7 +438,7 @@ impl Partition {
                     "leader starts"
                 );
                 replica.local = local;
-                replica.become_leader(registration, log.log_end_offset(), crate::now_ms());
+                replica.become_leader(registration, log.log_end_offset(), strom_wire::now_ms());
             }
             self.publish_commit_state(&replica);
             Ok(self.advance_high_watermark(
@@ -568,7 +568,7 @@ impl Partition {
             follower,
             fetch_offset.min(log_end),
             log_end,
-            crate::now_ms(),
+            strom_wire::now_ms(),
         ) {
             return Err(ApiError::new(
                 ResponseError::NotLeaderOrFollower,
@@ -602,7 +602,7 @@ impl Partition {
     /// An ISR shrink to propose if followers have lagged for `lag_time_max_ms`.
     pub fn maybe_shrink_isr(&self, lag_time_max_ms: i64) -> Option<IsrProposal> {
         let mut replica = self.replica.lock();
-        let new_isr = replica.shrunk_isr(crate::now_ms(), lag_time_max_ms)?;
+        let new_isr = replica.shrunk_isr(strom_wire::now_ms(), lag_time_max_ms)?;
         replica.pending_isr = Some(new_isr.clone());
         Some(IsrProposal {
             leader_epoch: replica.leader_epoch,
@@ -702,7 +702,7 @@ impl Partition {
         leader_log_start: i64,
     ) -> Result<Option<AppendInfo>, LogError> {
         let info = self.if_still_fetching(at, |log| {
-            let now = crate::now_ms();
+            let now = strom_wire::now_ms();
             let info = log.append_as_follower(records, now)?;
             let log_end = log.log_end_offset();
             if leader_log_start > log.log_start_offset() {
