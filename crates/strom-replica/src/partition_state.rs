@@ -124,6 +124,12 @@ impl ReplicaState {
     pub fn become_leader(&mut self, registration: Registration, log_end_offset: i64, now_ms: i64) {
         self.role = Role::Leader;
         self.apply_registration(registration);
+        assert!(
+            self.local == BrokerId::NONE || self.isr.contains(&self.local),
+            "a leader is in its ISR ({:?} leads with ISR {:?})",
+            self.local,
+            self.isr
+        );
         self.leader_epoch_start_offset = log_end_offset;
         let isr = &self.isr;
         self.followers = self
@@ -162,6 +168,18 @@ impl ReplicaState {
             "leader epochs only grow ({} after {})",
             r.leader_epoch,
             self.leader_epoch
+        );
+        assert!(
+            r.partition_epoch >= self.partition_epoch,
+            "partition epochs only grow ({} after {})",
+            r.partition_epoch,
+            self.partition_epoch
+        );
+        assert!(
+            !r.isr.is_empty() && r.isr.iter().all(|b| r.replicas.contains(b)),
+            "the ISR {:?} is a non-empty subset of the replicas {:?}",
+            r.isr,
+            r.replicas
         );
         self.leader_epoch = r.leader_epoch;
         self.partition_epoch = r.partition_epoch;
@@ -264,6 +282,10 @@ impl ReplicaState {
                     .is_some_and(|f| now_ms - f.last_caught_up_ms > lag_time_max_ms)
         };
         let isr: Vec<BrokerId> = self.isr.iter().copied().filter(|b| !lagging(b)).collect();
+        assert!(
+            isr.contains(&self.local),
+            "a leader never drops itself from its ISR"
+        );
         (isr.len() < self.isr.len()).then_some(isr)
     }
 }
@@ -307,6 +329,30 @@ mod tests {
             1_000,
         );
         s
+    }
+
+    #[test]
+    #[should_panic(expected = "partition epochs only grow")]
+    fn a_registration_from_an_older_partition_epoch_is_refused() {
+        let mut s = leader_of(&[1, 2, 3]);
+        s.apply_registration(Registration {
+            leader_epoch: 1,
+            partition_epoch: 0,
+            replicas: b(&[1, 2, 3]),
+            isr: b(&[1, 2]),
+        });
+    }
+
+    #[test]
+    #[should_panic(expected = "a leader is in its ISR")]
+    fn leading_outside_the_isr_is_refused() {
+        leader_of(&[2, 3]);
+    }
+
+    #[test]
+    #[should_panic(expected = "non-empty subset of the replicas")]
+    fn an_isr_outside_the_replicas_is_refused() {
+        leader_of(&[1, 4]);
     }
 
     #[test]
