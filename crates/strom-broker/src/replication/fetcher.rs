@@ -25,10 +25,11 @@ use strom_metadata::BrokerId;
 use strom_wire::FetchSessionPlanner;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
+use crate::replication_config::ReplicationConfig;
 use crate::BrokerState;
 use strom_replica::partition::{FetchPosition, Partition};
 
@@ -214,34 +215,101 @@ async fn run_fetcher(
     partitions: Arc<Mutex<Followed>>,
     changed: Arc<Notify>,
 ) {
-    let config = state.config.replication.clone();
-    let backoff = Duration::from_millis(config.fetch_backoff_ms);
-    let client_id = format!("strom-replica-fetcher-{}", state.node_id());
-    let mut connection: Option<Connection> = None;
-    let mut delayed: BTreeMap<(String, i32), Instant> = BTreeMap::new();
-    // Successive "leadership moving" refusals of each partition, which its retry doubles on.
-    let mut refusals: HashMap<(String, i32), u32> = HashMap::new();
-    let mut session: FetchSessionPlanner<(Uuid, i32), FetchPartition> = Default::default();
-    let mut shutdown = state.replication.shutdown.clone();
-    loop {
-        if *shutdown.borrow() {
-            return;
+    FetcherTask::new(state, source, partitions, changed)
+        .run()
+        .await
+}
+
+/// What one fetcher keeps between its fetches (Kafka's `ReplicaFetcherThread`).
+struct FetcherTask {
+    state: Arc<BrokerState>,
+    source: BrokerId,
+    /// The partitions `ReplicaFetcherManager::follow` hands this fetcher.
+    partitions: Arc<Mutex<Followed>>,
+    /// Notified when `partitions` changes.
+    changed: Arc<Notify>,
+    config: ReplicationConfig,
+    backoff: Duration,
+    client_id: String,
+    connection: Option<Connection>,
+    /// Partitions held back after a failed fetch of theirs, until the instant given.
+    delayed: BTreeMap<(String, i32), Instant>,
+    /// Successive "leadership moving" refusals of each partition, which its retry doubles on.
+    refusals: HashMap<(String, i32), u32>,
+    session: FetchSessionPlanner<(Uuid, i32), FetchPartition>,
+    shutdown: watch::Receiver<bool>,
+}
+
+/// The partitions one fetch asks for.
+struct Round {
+    /// Every partition the fetcher followed when the round was planned.
+    followed: Vec<Arc<Partition>>,
+    /// What the fetch asks of each partition, by (topic id, index).
+    wanted: HashMap<(Uuid, i32), FetchPartition>,
+    /// Each partition asked for and the position it was asked from.
+    requested: BTreeMap<(Uuid, i32), (Arc<Partition>, FetchPosition)>,
+}
+
+impl FetcherTask {
+    fn new(
+        state: Arc<BrokerState>,
+        source: BrokerId,
+        partitions: Arc<Mutex<Followed>>,
+        changed: Arc<Notify>,
+    ) -> Self {
+        let config = state.config.replication.clone();
+        Self {
+            backoff: Duration::from_millis(config.fetch_backoff_ms),
+            client_id: format!("strom-replica-fetcher-{}", state.node_id()),
+            shutdown: state.replication.shutdown.clone(),
+            config,
+            state,
+            source,
+            partitions,
+            changed,
+            connection: None,
+            delayed: BTreeMap::new(),
+            refusals: HashMap::new(),
+            session: FetchSessionPlanner::default(),
         }
-        let followed: Vec<Arc<Partition>> = partitions.lock().values().cloned().collect();
+    }
+
+    async fn run(mut self) {
+        while !*self.shutdown.borrow() {
+            let round = self.plan_round();
+            if round.requested.is_empty() {
+                self.wait_for_partitions().await;
+                continue;
+            }
+            if !self.connect().await {
+                continue;
+            }
+            let request = self.fetch_request(round.wanted);
+            let max_response = self.max_response_bytes(round.requested.len());
+            let Some(response) = self.send(&request, max_response, &round.followed).await else {
+                continue;
+            };
+            self.apply_response(response, &round.requested);
+        }
+    }
+
+    /// The partitions to fetch now: those that follow `source`, are not held back, and
+    /// are still the hosted partition of their topic.
+    fn plan_round(&mut self) -> Round {
+        let followed: Vec<Arc<Partition>> = self.partitions.lock().values().cloned().collect();
         let now = Instant::now();
-        delayed.retain(|_, until| *until > now);
-        let image = state.metadata.image();
-        let mut wanted: HashMap<(Uuid, i32), FetchPartition> = HashMap::new();
-        let mut requested: BTreeMap<(Uuid, i32), (Arc<Partition>, FetchPosition)> = BTreeMap::new();
+        self.delayed.retain(|_, until| *until > now);
+        let mut wanted = HashMap::new();
+        let mut requested = BTreeMap::new();
         for p in &followed {
-            if delayed.contains_key(&(p.topic.clone(), p.index)) {
+            if self.delayed.contains_key(&(p.topic.clone(), p.index)) {
                 continue;
             }
             // A partition whose leader moved away from `source` waits for `follow` to
             // hand it to the right fetcher. The topic id comes from the hosted topic: the
             // metadata image naming a new topic is published after its partitions are
             // handed to the fetchers.
-            let Some(topic) = state.logs.topic(&p.topic).filter(|t| {
+            let Some(topic) = self.state.logs.topic(&p.topic).filter(|t| {
                 t.partition(p.index)
                     .is_some_and(|hosted| Arc::ptr_eq(&hosted, p))
             }) else {
@@ -252,7 +320,7 @@ async fn run_fetcher(
             let Ok(Some(at)) = p.follower_fetch_position() else {
                 continue;
             };
-            if at.leader != source {
+            if at.leader != self.source {
                 continue;
             }
             let fetch = FetchPartition::default()
@@ -261,50 +329,74 @@ async fn run_fetcher(
                 .with_fetch_offset(at.fetch_offset)
                 .with_last_fetched_epoch(at.last_fetched_epoch)
                 .with_log_start_offset(at.log_start_offset)
-                .with_partition_max_bytes(config.fetch_max_bytes);
+                .with_partition_max_bytes(self.config.fetch_max_bytes);
             wanted.insert((topic.id, p.index), fetch);
             requested.insert((topic.id, p.index), (p.clone(), at));
         }
-        if requested.is_empty() {
-            let wait = delayed.values().min().map_or(backoff, |t| *t - now);
-            tokio::select! {
-                _ = changed.notified() => {}
-                _ = tokio::time::sleep(wait) => {}
-                _ = shutdown.changed() => {}
-            }
-            continue;
+        Round {
+            followed,
+            wanted,
+            requested,
         }
-        if connection.is_none() {
-            let address = image
-                .brokers
-                .get(&source)
-                .and_then(|b| b.endpoint(&state.config.kraft.inter_broker_listener_name))
-                .map(|e| format!("{}:{}", e.host, e.port));
-            match address {
-                Some(address) => match Connection::connect(&address).await {
-                    Ok(c) => connection = Some(c),
-                    Err(e) => {
-                        tracing::debug!(source = source.0, %address, error = %e, "replica fetcher cannot connect");
-                        tokio::time::sleep(backoff).await;
-                        continue;
-                    }
-                },
-                None => {
-                    tokio::time::sleep(backoff).await;
-                    continue;
+    }
+
+    /// Nothing to fetch: waits for new partitions, the first held-back one to be due, or
+    /// shutdown.
+    async fn wait_for_partitions(&mut self) {
+        let wait = self.delayed.values().min().map_or(self.backoff, |due| {
+            due.saturating_duration_since(Instant::now())
+        });
+        tokio::select! {
+            _ = self.changed.notified() => {}
+            _ = tokio::time::sleep(wait) => {}
+            _ = self.shutdown.changed() => {}
+        }
+    }
+
+    /// Connects to `source` on the inter-broker listener unless connected; false (after
+    /// the backoff) when that fails or the image has no such endpoint.
+    async fn connect(&mut self) -> bool {
+        if self.connection.is_some() {
+            return true;
+        }
+        let listener = &self.state.config.kraft.inter_broker_listener_name;
+        let address = self
+            .state
+            .metadata
+            .image()
+            .brokers
+            .get(&self.source)
+            .and_then(|b| b.endpoint(listener))
+            .map(|e| format!("{}:{}", e.host, e.port));
+        if let Some(address) = address {
+            match Connection::connect(&address).await {
+                Ok(c) => {
+                    self.connection = Some(c);
+                    return true;
+                }
+                Err(e) => {
+                    tracing::debug!(source = self.source.0, %address, error = %e, "replica fetcher cannot connect")
                 }
             }
         }
-        let broker_epoch = state
+        tokio::time::sleep(self.backoff).await;
+        false
+    }
+
+    /// The Fetch for `wanted` in this fetcher's session: the partitions whose position
+    /// moved, and those forgotten since the last one.
+    fn fetch_request(&mut self, wanted: HashMap<(Uuid, i32), FetchPartition>) -> FetchRequest {
+        let broker_epoch = self
+            .state
             .quorum
             .epoch
             .load(std::sync::atomic::Ordering::Acquire);
-        let (session_epoch, send, forgotten) = session.plan(wanted, true);
-        let mut request_topics: Vec<FetchTopic> = Vec::new();
+        let (session_epoch, send, forgotten) = self.session.plan(wanted, true);
+        let mut topics: Vec<FetchTopic> = Vec::new();
         for (key, fetch) in send {
-            match request_topics.last_mut() {
+            match topics.last_mut() {
                 Some(t) if t.topic_id == key.0 => t.partitions.push(fetch),
-                _ => request_topics.push(
+                _ => topics.push(
                     FetchTopic::default()
                         .with_topic_id(key.0)
                         .with_partitions(vec![fetch]),
@@ -322,117 +414,151 @@ async fn run_fetcher(
                 ),
             }
         }
-        let request = FetchRequest::default()
+        FetchRequest::default()
             .with_replica_state(
                 ReplicaState::default()
-                    .with_replica_id(kafka_protocol::messages::BrokerId(state.node_id()))
+                    .with_replica_id(kafka_protocol::messages::BrokerId(self.state.node_id()))
                     .with_replica_epoch(broker_epoch),
             )
-            // The long poll ends when the first partition held back is due again.
-            .with_max_wait_ms(
-                delayed
-                    .values()
-                    .min()
-                    .map_or(config.fetch_wait_max_ms, |due| {
-                        let due = due.saturating_duration_since(Instant::now()).as_millis() + 1;
-                        config
-                            .fetch_wait_max_ms
-                            .min(i32::try_from(due).unwrap_or(i32::MAX))
-                    }),
-            )
-            .with_min_bytes(config.fetch_min_bytes)
-            .with_max_bytes(config.fetch_response_max_bytes)
-            .with_session_id(session.id)
+            .with_max_wait_ms(self.max_wait_ms())
+            .with_min_bytes(self.config.fetch_min_bytes)
+            .with_max_bytes(self.config.fetch_response_max_bytes)
+            .with_session_id(self.session.id)
             .with_session_epoch(session_epoch)
-            .with_topics(request_topics)
-            .with_forgotten_topics_data(forgotten_topics);
-        let max_response = usize::try_from(config.fetch_response_max_bytes)
+            .with_topics(topics)
+            .with_forgotten_topics_data(forgotten_topics)
+    }
+
+    /// `replica.fetch.wait.max.ms`, or less: the long poll ends when the first partition
+    /// held back is due again.
+    fn max_wait_ms(&self) -> i32 {
+        self.delayed
+            .values()
+            .min()
+            .map_or(self.config.fetch_wait_max_ms, |due| {
+                let due = due.saturating_duration_since(Instant::now()).as_millis() + 1;
+                self.config
+                    .fetch_wait_max_ms
+                    .min(i32::try_from(due).unwrap_or(i32::MAX))
+            })
+    }
+
+    /// The largest answer accepted for a fetch of `partitions` partitions.
+    fn max_response_bytes(&self, partitions: usize) -> usize {
+        usize::try_from(self.config.fetch_response_max_bytes)
             .unwrap_or(usize::MAX)
-            .saturating_add(requested.len() * usize::try_from(config.fetch_max_bytes).unwrap_or(0))
-            .saturating_add(1 << 20);
-        let response = {
-            let conn = connection.as_mut().expect("connected above");
-            let fetch =
-                tokio::time::timeout(IO_TIMEOUT, conn.fetch(&client_id, &request, max_response));
+            .saturating_add(partitions * usize::try_from(self.config.fetch_max_bytes).unwrap_or(0))
+            .saturating_add(1 << 20)
+    }
+
+    /// Sends `request` and waits for its answer. `None` when there is none to apply: the
+    /// fetch failed or was refused (after the backoff where one is due), the broker shuts
+    /// down, or a partition not among `followed` arrived while it waited.
+    async fn send(
+        &mut self,
+        request: &FetchRequest,
+        max_response: usize,
+        followed: &[Arc<Partition>],
+    ) -> Option<FetchResponse> {
+        let outcome = {
+            let conn = self.connection.as_mut().expect("connected before a fetch");
+            let fetch = tokio::time::timeout(
+                IO_TIMEOUT,
+                conn.fetch(&self.client_id, request, max_response),
+            );
             tokio::pin!(fetch);
             loop {
                 tokio::select! {
                     r = &mut fetch => break Some(r),
-                    _ = shutdown.changed() => break None,
-                    // A partition handed to this fetcher while its fetch waits on the leader
-                    // (up to `replica.fetch.wait.max.ms`) would otherwise join only the next
-                    // one, holding back the acknowledgements of a new or newly led partition
-                    // that long: the long poll is abandoned, with its connection and session.
-                    _ = changed.notified() => if has_new(&partitions, &followed) {
+                    _ = self.shutdown.changed() => break None,
+                    // A partition handed to this fetcher while its fetch waits on the
+                    // leader (up to `replica.fetch.wait.max.ms`) would otherwise join only
+                    // the next one, holding back the acknowledgements of a new or newly led
+                    // partition that long: the long poll is abandoned, with its connection
+                    // and session.
+                    _ = self.changed.notified() => if has_new(&self.partitions, followed) {
                         break None;
                     },
                 }
             }
         };
-        let Some(response) = response else {
-            connection = None;
-            session.reopen();
-            continue;
-        };
-        let response = match response {
-            Ok(Ok(r)) => r,
-            Ok(Err(e)) => {
-                tracing::info!(source = source.0, error = %e, "replica fetch failed; reconnecting after replica.fetch.backoff.ms");
-                connection = None;
-                session.reset();
-                tokio::time::sleep(backoff).await;
-                continue;
+        let source = self.source.0;
+        match outcome {
+            None => {
+                self.connection = None;
+                self.session.reopen();
+                None
             }
-            Err(_) => {
-                tracing::info!(source = source.0, "replica fetch timed out; reconnecting");
-                connection = None;
-                session.reset();
-                continue;
+            Some(Ok(Ok(response))) if response.error_code == 0 => Some(response),
+            Some(Ok(Ok(response))) => {
+                tracing::info!(
+                    source,
+                    error = response.error_code,
+                    "replica fetch refused; starting a new fetch session"
+                );
+                self.session.reset();
+                tokio::time::sleep(self.backoff).await;
+                None
             }
-        };
-        if response.error_code != 0 {
-            tracing::info!(
-                source = source.0,
-                error = response.error_code,
-                "replica fetch refused; starting a new fetch session"
-            );
-            session.reset();
-            tokio::time::sleep(backoff).await;
-            continue;
+            Some(Ok(Err(e))) => {
+                tracing::info!(source, error = %e, "replica fetch failed; reconnecting after replica.fetch.backoff.ms");
+                self.connection = None;
+                self.session.reset();
+                tokio::time::sleep(self.backoff).await;
+                None
+            }
+            Some(Err(_)) => {
+                tracing::info!(source, "replica fetch timed out; reconnecting");
+                self.connection = None;
+                self.session.reset();
+                None
+            }
         }
-        session.answered(response.session_id);
+    }
+
+    /// Applies each partition's answer to its log; a partition that failed is held back
+    /// (20 ms doubling while its leadership moves, else `replica.fetch.backoff.ms`).
+    fn apply_response(
+        &mut self,
+        response: FetchResponse,
+        requested: &BTreeMap<(Uuid, i32), (Arc<Partition>, FetchPosition)>,
+    ) {
+        self.session.answered(response.session_id);
         for topic in response.responses {
             for data in topic.partitions {
                 let Some((p, at)) = requested.get(&(topic.topic_id, data.partition_index)) else {
-                    tracing::warn!(source = source.0, topic_id = %topic.topic_id, partition = data.partition_index, "the leader answered for a partition that was not asked for");
+                    tracing::warn!(source = self.source.0, topic_id = %topic.topic_id, partition = data.partition_index, "the leader answered for a partition that was not asked for");
                     continue;
                 };
                 let code = data.error_code;
                 let key = (p.topic.clone(), p.index);
-                if let Err(reason) = apply_fetched(p, at, data) {
-                    let partition = p.name();
-                    let message = "replica fetch of a partition failed; retrying after a backoff (20 ms doubling while the leadership moves, else replica.fetch.backoff.ms)";
-                    if leadership_moving(code) {
-                        tracing::debug!(%partition, source = source.0, %reason, message);
-                    } else {
-                        tracing::info!(%partition, source = source.0, %reason, message);
+                match apply_fetched(p, at, data) {
+                    Ok(()) => {
+                        self.refusals.remove(&key);
                     }
-                    let wait = if leadership_moving(code) {
-                        // 20 ms, doubling while the refusals go on, up to the backoff.
-                        let refused = refusals.entry(key.clone()).or_insert(0u32);
-                        *refused += 1;
-                        LEADERSHIP_MOVING_BACKOFF
-                            .saturating_mul(1 << (*refused - 1).min(16))
-                            .min(backoff)
-                    } else {
-                        backoff
-                    };
-                    delayed.insert(key, Instant::now() + wait);
-                } else {
-                    refusals.remove(&key);
+                    Err(reason) => self.hold_back(p, key, code, &reason),
                 }
             }
         }
+    }
+
+    /// Holds partition `p` back after its fetch failed with `code`.
+    fn hold_back(&mut self, p: &Partition, key: (String, i32), code: i16, reason: &str) {
+        let partition = p.name();
+        let source = self.source.0;
+        let message = "replica fetch of a partition failed; retrying after a backoff (20 ms doubling while the leadership moves, else replica.fetch.backoff.ms)";
+        let wait = if leadership_moving(code) {
+            tracing::debug!(%partition, source, %reason, message);
+            let refused = self.refusals.entry(key.clone()).or_insert(0u32);
+            *refused += 1;
+            LEADERSHIP_MOVING_BACKOFF
+                .saturating_mul(1 << (*refused - 1).min(16))
+                .min(self.backoff)
+        } else {
+            tracing::info!(%partition, source, %reason, message);
+            self.backoff
+        };
+        self.delayed.insert(key, Instant::now() + wait);
     }
 }
 
