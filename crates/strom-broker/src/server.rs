@@ -129,23 +129,7 @@ impl Broker {
         failed: tokio::sync::oneshot::Sender<String>,
         upgrade: Option<StandaloneUpgrade>,
     ) -> Result<BrokerPart, BrokerError> {
-        let dynamic_configs =
-            DynamicBrokerConfigs::open(&self.config.log_dirs[0].join("__strom_metadata"))?;
-        let defaults = dynamic_configs
-            .log_defaults(&self.config.given, self.config.node_id)
-            .unwrap_or_else(|e| {
-                tracing::error!(error = %e, "the stored dynamic broker configs are invalid; starting with server.properties alone");
-                self.config.log_defaults.clone()
-            });
-        let config = self.config.clone();
-        // A broker registers with every hosted partition open, as Kafka's does.
-        let logs = tokio::task::spawn_blocking(move || {
-            let logs = LogManager::open(&config, defaults)?;
-            logs.load_partitions();
-            Ok::<_, BrokerError>(logs)
-        })
-        .await
-        .map_err(|e| BrokerError::Io(std::io::Error::other(e)))??;
+        let (dynamic_configs, logs) = self.open_logs().await?;
         let coordinator = CoordinatorConfig {
             min_session_timeout_ms: self.config.group_min_session_timeout_ms,
             max_session_timeout_ms: self.config.group_max_session_timeout_ms,
@@ -232,20 +216,13 @@ impl Broker {
             failed,
         ));
         spawn_schedulers(&state, &shutdown_rx);
-        let mut accept = vec![tokio::spawn(accept_loop(
-            listener,
-            Arc::from(first_name.as_str()),
-            state.clone(),
-            shutdown_rx.clone(),
-        ))];
-        for (name, bound, _) in others {
-            accept.push(tokio::spawn(accept_loop(
-                bound,
-                name,
-                state.clone(),
-                shutdown_rx.clone(),
-            )));
-        }
+        let first = (Arc::from(first_name.as_str()), listener);
+        let accept = std::iter::once(first)
+            .chain(others.into_iter().map(|(name, bound, _)| (name, bound)))
+            .map(|(name, bound)| {
+                tokio::spawn(accept_loop(bound, name, state.clone(), shutdown_rx.clone()))
+            })
+            .collect();
         Ok(BrokerPart {
             state,
             local_addr,
@@ -253,6 +230,29 @@ impl Broker {
             accept,
             upgrade,
         })
+    }
+
+    /// The dynamic broker configs the metadata log left, and every hosted partition's log
+    /// opened with the log defaults they give: a broker registers with every hosted
+    /// partition open, as Kafka's does.
+    async fn open_logs(&self) -> Result<(DynamicBrokerConfigs, LogManager), BrokerError> {
+        let dynamic_configs =
+            DynamicBrokerConfigs::open(&self.config.log_dirs[0].join("__strom_metadata"))?;
+        let defaults = dynamic_configs
+            .log_defaults(&self.config.given, self.config.node_id)
+            .unwrap_or_else(|e| {
+                tracing::error!(error = %e, "the stored dynamic broker configs are invalid; starting with server.properties alone");
+                self.config.log_defaults.clone()
+            });
+        let config = self.config.clone();
+        let logs = tokio::task::spawn_blocking(move || {
+            let logs = LogManager::open(&config, defaults)?;
+            logs.load_partitions();
+            Ok::<_, BrokerError>(logs)
+        })
+        .await
+        .map_err(|e| BrokerError::Io(std::io::Error::other(e)))??;
+        Ok((dynamic_configs, logs))
     }
 
     /// Binds every client listener of `listeners` after the first (`first`): Kafka's
