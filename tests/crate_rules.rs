@@ -18,8 +18,9 @@ const CLIENT_SIDE: [&str; 4] = [
 ];
 
 /// The crates a broker is built from.
-const BROKER_SIDE: [&str; 6] = [
+const BROKER_SIDE: [&str; 7] = [
     "strom-broker",
+    "strom-coordinator",
     "strom-replica",
     "strom-controller",
     "strom-metadata",
@@ -117,7 +118,12 @@ fn metadata_is_pure() {
 #[test]
 fn the_controller_never_links_the_data_plane() {
     let linked = links(&normal_dependencies(), "strom-controller");
-    for data_plane in ["strom-broker", "strom-replica", "strom-log"] {
+    for data_plane in [
+        "strom-broker",
+        "strom-coordinator",
+        "strom-replica",
+        "strom-log",
+    ] {
         assert!(
             !linked.contains(data_plane),
             "strom-controller links {data_plane}"
@@ -133,6 +139,24 @@ fn the_data_plane_never_links_the_controller() {
     for control in ["strom-controller", "openraft", "strom-broker"] {
         assert!(!linked.contains(control), "strom-replica links {control}");
     }
+}
+
+/// A coordinator reads and writes its internal topic only through strom-replica's
+/// `Partition`: it never opens a log, and never asks the controller.
+#[test]
+fn coordinators_write_only_through_the_replica_layer() {
+    let graph = normal_dependencies();
+    let direct = &graph["strom-coordinator"];
+    for forbidden in ["strom-log", "strom-controller", "strom-broker", "openraft"] {
+        assert!(
+            !direct.contains(forbidden),
+            "strom-coordinator depends on {forbidden}"
+        );
+    }
+    assert!(
+        direct.contains("strom-replica"),
+        "strom-coordinator writes through strom-replica"
+    );
 }
 
 #[test]

@@ -13,7 +13,6 @@ pub mod dir_lock;
 pub mod durable_file;
 pub mod dynamic_config;
 pub mod error;
-pub mod group;
 pub mod handlers;
 pub mod kafka_broker_keys;
 pub mod kraft_config;

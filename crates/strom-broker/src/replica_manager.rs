@@ -14,9 +14,9 @@ use strom_log::LogError;
 use strom_metadata::{BrokerId, ConfigResource, MetadataImage, TopicImage};
 use uuid::Uuid;
 
-use crate::group::offsets_topic::OFFSETS_TOPIC;
 use crate::log_dir_workers;
 use crate::BrokerState;
+use strom_coordinator::group::offsets_topic::OFFSETS_TOPIC;
 use strom_replica::partition::Partition;
 use strom_replica::partition_state::Registration;
 use strom_wire::ApiError;

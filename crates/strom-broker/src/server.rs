@@ -19,7 +19,6 @@ use strom_metadata::{Endpoint, MetadataImage};
 
 use crate::config::Listener;
 use crate::dynamic_config::DynamicBrokerConfigs;
-use crate::group::{CoordinatorConfig, GroupCoordinator};
 use crate::log_manager::LogManager;
 use crate::memory::{MemoryTrimmer, TRIM_CHECK_INTERVAL_MS};
 use crate::metadata_cache::MetadataCache;
@@ -28,6 +27,7 @@ use crate::replication::alter_partition::{self, AlterPartitionSender};
 use crate::replication::{self, Replication};
 use crate::standalone_upgrade::StandaloneUpgrade;
 use crate::{broker_lifecycle, metadata_loader};
+use strom_coordinator::group::{CoordinatorConfig, GroupCoordinator};
 use strom_replica::fetch_session::FetchSessionCache;
 use strom_replica::high_watermark_checkpoint::{self, HighWatermarks};
 use strom_wire::now_ms;

@@ -31,11 +31,11 @@ use strom_metadata::{
 };
 use uuid::Uuid;
 
-use crate::group::earlier_offsets_log;
-use crate::group::offset_store::{CommittedOffset, TopicPartition};
-use crate::group::offsets_topic::OFFSETS_TOPIC;
 use crate::topic::TopicRecord;
 use crate::{BrokerConfig, BrokerError, BrokerState};
+use strom_coordinator::group::earlier_offsets_log;
+use strom_coordinator::group::offset_store::{CommittedOffset, TopicPartition};
+use strom_coordinator::group::offsets_topic::OFFSETS_TOPIC;
 
 const PLAN: &str = "kraft-upgrade.json";
 const PRODUCER_ID_BLOCK: &str = "producer-id-block";
@@ -217,7 +217,9 @@ impl StandaloneUpgrade {
                 OFFSETS_TOPIC,
                 Uuid::new_v4(),
                 config.offsets_topic_num_partitions,
-                &crate::group::offsets_topic::topic_configs(config),
+                &strom_coordinator::group::offsets_topic::topic_configs(
+                    config.offsets_topic_segment_bytes,
+                ),
             ));
         }
         if image.next_producer_id < self.next_producer_id {

@@ -5,12 +5,12 @@ use std::sync::Arc;
 
 use crate::config::{BrokerConfig, Listener};
 use crate::dynamic_config::DynamicBrokerConfigs;
-use crate::group::GroupCoordinator;
 use crate::log_manager::LogManager;
 use crate::memory::MemoryTrimmer;
 use crate::metadata_cache::MetadataCache;
 use crate::quorum_channel::QuorumChannel;
 use crate::replication::Replication;
+use strom_coordinator::group::GroupCoordinator;
 use strom_replica::fetch_session::FetchSessionCache;
 
 /// Shared broker state, one per running broker.

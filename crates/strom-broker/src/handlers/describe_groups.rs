@@ -8,7 +8,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::{authorized_operations, RequestContext};
-use crate::group::GroupState;
+use strom_coordinator::group::GroupState;
 
 pub fn handle(ctx: &RequestContext<'_>, req: DescribeGroupsRequest) -> DescribeGroupsResponse {
     let operations = authorized_operations::answer(

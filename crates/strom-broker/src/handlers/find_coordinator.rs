@@ -16,7 +16,7 @@ use std::time::Duration;
 use kafka_protocol::ResponseError;
 
 use super::RequestContext;
-use crate::group::offsets_topic::{partition_for, OFFSETS_TOPIC};
+use strom_coordinator::group::offsets_topic::{partition_for, OFFSETS_TOPIC};
 
 /// FindCoordinator v4+ carries the keys in a list.
 const BATCHED_SINCE: i16 = 4;
@@ -51,7 +51,9 @@ async fn create_offsets_topic(ctx: &RequestContext<'_>) {
         partitions: state.config.offsets_topic_num_partitions,
         replication_factor: state.config.offsets_topic_replication_factor,
         assignments: Vec::new(),
-        configs: crate::group::offsets_topic::topic_configs(&state.config),
+        configs: strom_coordinator::group::offsets_topic::topic_configs(
+            state.config.offsets_topic_segment_bytes,
+        ),
     };
     match crate::admin::create_topic(state, spec, false, CREATE_TIMEOUT).await {
         Ok(_) => tracing::info!(

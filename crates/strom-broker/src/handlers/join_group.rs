@@ -9,7 +9,7 @@ use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::{error_code, RequestContext};
-use crate::group::JoinParams;
+use strom_coordinator::group::JoinParams;
 
 /// v4+: a member without an id is first given one and asked to rejoin with it (KIP-394).
 const MEMBER_ID_REQUIRED_SINCE: i16 = 4;

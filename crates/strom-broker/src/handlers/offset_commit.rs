@@ -12,7 +12,7 @@ use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 use kafka_protocol::ResponseError;
 
 use super::{error_code, RequestContext};
-use crate::group::CommittedOffset;
+use strom_coordinator::group::CommittedOffset;
 use strom_wire::now_ms;
 
 pub async fn handle(ctx: &RequestContext<'_>, req: OffsetCommitRequest) -> OffsetCommitResponse {

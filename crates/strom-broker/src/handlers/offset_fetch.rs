@@ -14,7 +14,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::RequestContext;
-use crate::group::{CommittedOffset, TopicPartition};
+use strom_coordinator::group::{CommittedOffset, TopicPartition};
 
 /// OffsetFetch v8+ asks for several groups at once (KIP-709).
 const MULTI_GROUP_SINCE: i16 = 8;

@@ -22,8 +22,8 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::RequestContext;
-use crate::group::offsets_topic::OFFSETS_TOPIC;
 use crate::replica_manager;
+use strom_coordinator::group::offsets_topic::OFFSETS_TOPIC;
 use strom_replica::partition::AppendInfo;
 use strom_wire::ApiError;
 

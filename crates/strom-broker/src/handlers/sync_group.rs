@@ -4,7 +4,7 @@ use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::RequestContext;
-use crate::group::SyncParams;
+use strom_coordinator::group::SyncParams;
 
 pub async fn handle(ctx: &RequestContext<'_>, req: SyncGroupRequest) -> SyncGroupResponse {
     let params = SyncParams {

@@ -1,6 +1,6 @@
 //! Reading the committed-offsets log of an earlier release's single node,
 //! `__strom_metadata/group-offsets.log`, once, when its directory is upgraded
-//! (`crate::standalone_upgrade`): length-prefixed, CRC32C-checked records of commits,
+//! (strom-broker's `standalone_upgrade`): length-prefixed, CRC32C-checked records of commits,
 //! deletions and memberships. The reader stops at the first torn or corrupt record, as
 //! that release's own replay did after a crash mid-write.
 

@@ -20,15 +20,12 @@ use super::offset_store::{Change, CommittedOffset};
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
 /// The configs `__consumer_offsets` is created with, as Kafka's: compacted, batches kept
-/// as the coordinator wrote them, `offsets.topic.segment.bytes`.
-pub fn topic_configs(config: &crate::BrokerConfig) -> std::collections::BTreeMap<String, String> {
+/// as the coordinator wrote them, `offsets.topic.segment.bytes` = `segment_bytes`.
+pub fn topic_configs(segment_bytes: i32) -> std::collections::BTreeMap<String, String> {
     [
         ("cleanup.policy", "compact".to_string()),
         ("compression.type", "producer".to_string()),
-        (
-            "segment.bytes",
-            config.offsets_topic_segment_bytes.to_string(),
-        ),
+        ("segment.bytes", segment_bytes.to_string()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
