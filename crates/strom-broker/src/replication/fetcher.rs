@@ -1,9 +1,9 @@
 //! Followers' fetchers, as Kafka's `ReplicaFetcherManager` / `ReplicaFetcherThread`: one
 //! fetcher per source broker (`num.replica.fetchers` of them, a partition always on the
-//! same one), each a single task with one connection that fetches all its partitions in
-//! one Fetch (v15, `ReplicaState` naming this broker and its epoch), appends what comes
-//! back with the leader's offsets, takes the leader's high watermark, and truncates
-//! where the leader says the logs diverged (`DivergingEpoch`). There is no task or
+//! same one), each a single task with one strom-client connection that fetches all its
+//! partitions in one Fetch (v15, `ReplicaState` naming this broker and its epoch),
+//! appends what comes back with the leader's offsets, takes the leader's high watermark,
+//! and truncates where the leader says the logs diverged (`DivergingEpoch`). There is no task or
 //! request per partition, and after the first Fetch a fetcher works in an incremental
 //! fetch session (KIP-227): it names only partitions whose position moved, and the leader
 //! answers only for partitions with something new, so thousands of idle partitions cost
@@ -13,7 +13,6 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::fetch_request::{
     FetchPartition, FetchTopic, ForgottenTopic, ReplicaState,
 };
@@ -21,10 +20,9 @@ use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::{FetchRequest, FetchResponse};
 use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
+use strom_client::connection::{CallError, Connection};
 use strom_metadata::BrokerId;
 use strom_wire::FetchSessionPlanner;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 use uuid::Uuid;
@@ -141,72 +139,6 @@ fn fetcher_id(key: &(String, i32), fetchers: usize) -> usize {
     hash as usize % fetchers.max(1)
 }
 
-/// A connection to the source broker.
-struct Connection {
-    stream: TcpStream,
-    correlation_id: i32,
-}
-
-impl Connection {
-    async fn connect(address: &str) -> std::io::Result<Self> {
-        let stream = tokio::time::timeout(IO_TIMEOUT, TcpStream::connect(address))
-            .await
-            .map_err(|_| std::io::Error::other("connection timed out"))??;
-        stream.set_nodelay(true)?;
-        Ok(Self {
-            stream,
-            correlation_id: 0,
-        })
-    }
-
-    /// Sends `request` and reads its response, which must fit `max_bytes`.
-    async fn fetch(
-        &mut self,
-        client_id: &str,
-        request: &FetchRequest,
-        max_bytes: usize,
-    ) -> std::io::Result<FetchResponse> {
-        self.correlation_id = self.correlation_id.wrapping_add(1);
-        let frame = strom_wire::client::encode_request(
-            self.correlation_id,
-            client_id,
-            FETCH_VERSION,
-            request,
-        )
-        .map_err(std::io::Error::other)?;
-        self.stream.write_all(&frame).await?;
-        let size = self.stream.read_i32().await?;
-        let size = usize::try_from(size)
-            .ok()
-            .filter(|s| *s <= max_bytes)
-            .ok_or_else(|| {
-                std::io::Error::other(format!(
-                    "response of {size} bytes exceeds the limit of {max_bytes}"
-                ))
-            })?;
-        // Read straight into spare capacity: no zero-fill of a buffer about to be
-        // overwritten (a response is up to `replica.fetch.response.max.bytes`).
-        let mut frame = BytesMut::with_capacity(size);
-        let mut body = (&mut self.stream).take(size as u64);
-        while frame.len() < size {
-            if body.read_buf(&mut frame).await? == 0 {
-                return Err(std::io::ErrorKind::UnexpectedEof.into());
-            }
-        }
-        let frame: Bytes = frame.freeze();
-        let (cid, response) =
-            strom_wire::client::decode_response::<FetchRequest>(FETCH_VERSION, frame)
-                .map_err(std::io::Error::other)?;
-        if cid != self.correlation_id {
-            return Err(std::io::Error::other(format!(
-                "response to correlation id {cid}, expected {}",
-                self.correlation_id
-            )));
-        }
-        Ok(response)
-    }
-}
-
 /// One fetcher's loop: fetch every partition it follows from `source`, apply the answer,
 /// repeat; back off `replica.fetch.backoff.ms` after a failure.
 async fn run_fetcher(
@@ -231,7 +163,7 @@ struct FetcherTask {
     config: ReplicationConfig,
     backoff: Duration,
     client_id: String,
-    connection: Option<Connection>,
+    connection: Option<Arc<Connection>>,
     /// Partitions held back after a failed fetch of theirs, until the instant given.
     delayed: BTreeMap<(String, i32), Instant>,
     /// Successive "leadership moving" refusals of each partition, which its retry doubles on.
@@ -285,8 +217,7 @@ impl FetcherTask {
                 continue;
             }
             let request = self.fetch_request(round.wanted);
-            let max_response = self.max_response_bytes(round.requested.len());
-            let Some(response) = self.send(&request, max_response, &round.followed).await else {
+            let Some(response) = self.send(&request, &round.followed).await else {
                 continue;
             };
             self.apply_response(response, &round.requested);
@@ -369,13 +300,17 @@ impl FetcherTask {
             .and_then(|b| b.endpoint(listener))
             .map(|e| format!("{}:{}", e.host, e.port));
         if let Some(address) = address {
-            match Connection::connect(&address).await {
-                Ok(c) => {
+            let connect = Connection::connect(&address, &self.client_id, Arc::default());
+            match tokio::time::timeout(IO_TIMEOUT, connect).await {
+                Ok(Ok(c)) => {
                     self.connection = Some(c);
                     return true;
                 }
-                Err(e) => {
+                Ok(Err(e)) => {
                     tracing::debug!(source = self.source.0, %address, error = %e, "replica fetcher cannot connect")
+                }
+                Err(_) => {
+                    tracing::debug!(source = self.source.0, %address, "replica fetcher connection timed out")
                 }
             }
         }
@@ -443,29 +378,23 @@ impl FetcherTask {
             })
     }
 
-    /// The largest answer accepted for a fetch of `partitions` partitions.
-    fn max_response_bytes(&self, partitions: usize) -> usize {
-        usize::try_from(self.config.fetch_response_max_bytes)
-            .unwrap_or(usize::MAX)
-            .saturating_add(partitions * usize::try_from(self.config.fetch_max_bytes).unwrap_or(0))
-            .saturating_add(1 << 20)
-    }
-
     /// Sends `request` and waits for its answer. `None` when there is none to apply: the
     /// fetch failed or was refused (after the backoff where one is due), the broker shuts
     /// down, or a partition not among `followed` arrived while it waited.
     async fn send(
         &mut self,
         request: &FetchRequest,
-        max_response: usize,
         followed: &[Arc<Partition>],
     ) -> Option<FetchResponse> {
         let outcome = {
-            let conn = self.connection.as_mut().expect("connected before a fetch");
-            let fetch = tokio::time::timeout(
-                IO_TIMEOUT,
-                conn.fetch(&self.client_id, request, max_response),
-            );
+            let conn = self.connection.clone().expect("connected before a fetch");
+            let fetch = async move {
+                let answer = conn
+                    .send(FETCH_VERSION, request, &[], Some(IO_TIMEOUT))
+                    .await
+                    .map_err(|e| CallError::Closed(e.to_string()))?;
+                answer.await
+            };
             tokio::pin!(fetch);
             loop {
                 tokio::select! {
@@ -489,8 +418,8 @@ impl FetcherTask {
                 self.session.reopen();
                 None
             }
-            Some(Ok(Ok(response))) if response.error_code == 0 => Some(response),
-            Some(Ok(Ok(response))) => {
+            Some(Ok(response)) if response.error_code == 0 => Some(response),
+            Some(Ok(response)) => {
                 tracing::info!(
                     source,
                     error = response.error_code,
@@ -500,17 +429,17 @@ impl FetcherTask {
                 tokio::time::sleep(self.backoff).await;
                 None
             }
-            Some(Ok(Err(e))) => {
+            Some(Err(CallError::TimedOut(_))) => {
+                tracing::info!(source, "replica fetch timed out; reconnecting");
+                self.connection = None;
+                self.session.reset();
+                None
+            }
+            Some(Err(e)) => {
                 tracing::info!(source, error = %e, "replica fetch failed; reconnecting after replica.fetch.backoff.ms");
                 self.connection = None;
                 self.session.reset();
                 tokio::time::sleep(self.backoff).await;
-                None
-            }
-            Some(Err(_)) => {
-                tracing::info!(source, "replica fetch timed out; reconnecting");
-                self.connection = None;
-                self.session.reset();
                 None
             }
         }
