@@ -10,8 +10,9 @@ use std::path::PathBuf;
 
 use strom_log::LogConfig;
 
+use crate::broker_configs;
 use crate::kraft_config::{self, KraftConfig};
-use crate::replication_config::{self, ReplicationConfig};
+use crate::replication_config::ReplicationConfig;
 use thiserror::Error;
 
 /// A configuration problem, naming the key.
@@ -156,30 +157,61 @@ fn parse_num<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, ConfigEr
     })
 }
 
-fn at_least<T: PartialOrd + std::fmt::Display + Copy>(
-    key: &str,
-    value: T,
-    min: T,
-) -> Result<T, ConfigError> {
-    if value < min {
-        return Err(ConfigError::InvalidValue {
-            key: key.to_string(),
-            value: value.to_string(),
-            reason: format!("must be at least {min}"),
-        });
-    }
-    Ok(value)
+/// [`BrokerConfig::from_properties`] while it reads the keys: the configuration so far,
+/// and the keys whose effect depends on others (Kafka's precedences), which
+/// [`Parsing::finish`] settles once every key is read.
+#[derive(Debug)]
+pub struct Parsing {
+    pub config: BrokerConfig,
+    pub log_dir: Option<String>,
+    pub log_dirs: Option<String>,
+    pub roll_ms: Option<i64>,
+    pub roll_hours: Option<i64>,
+    pub retention_ms: Option<i64>,
+    pub retention_minutes: Option<i64>,
+    pub retention_hours: Option<i64>,
+    pub flush_ms: Option<i64>,
 }
 
-fn parse_bool(key: &str, value: &str) -> Result<bool, ConfigError> {
-    match value.trim() {
-        "true" => Ok(true),
-        "false" => Ok(false),
-        _ => Err(ConfigError::InvalidValue {
-            key: key.to_string(),
-            value: value.to_string(),
-            reason: "expected true or false".to_string(),
-        }),
+impl Parsing {
+    /// Applies Kafka's precedences: `log.dirs` over `log.dir`, `log.roll.ms` over
+    /// `.hours`, `log.retention.ms` over `.minutes` over `.hours` (a negative value keeps
+    /// records for ever); an unset `log.flush.interval.ms` is the flush scheduler's
+    /// interval.
+    fn finish(self) -> Result<BrokerConfig, ConfigError> {
+        let mut c = self.config;
+        let dirs =
+            (self.log_dirs.map(|d| ("log.dirs", d))).or(self.log_dir.map(|d| ("log.dir", d)));
+        if let Some((key, value)) = dirs {
+            c.log_dirs = value
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(PathBuf::from)
+                .collect();
+            if c.log_dirs.is_empty() {
+                return Err(ConfigError::InvalidValue {
+                    key: key.to_string(),
+                    value,
+                    reason: "at least one directory is required".to_string(),
+                });
+            }
+        }
+        if let Some(ms) = self.roll_ms.or(self.roll_hours.map(|h| h * 3_600_000)) {
+            c.log_defaults.segment_ms = ms;
+        }
+        let forever_or = |n: i64, unit: i64| if n < 0 { -1 } else { n * unit };
+        let retention = self
+            .retention_ms
+            .or(self.retention_minutes.map(|m| forever_or(m, 60_000)))
+            .or(self.retention_hours.map(|h| forever_or(h, 3_600_000)));
+        if let Some(ms) = retention {
+            c.log_defaults.retention_ms = ms;
+        }
+        c.log_defaults.flush_ms = self
+            .flush_ms
+            .unwrap_or(c.flush_scheduler_interval_ms as i64);
+        Ok(c)
     }
 }
 
@@ -209,7 +241,7 @@ impl BrokerConfig {
     /// (`log.roll.ms` over `log.roll.hours`, `log.retention.ms` over `.minutes` over
     /// `.hours`, `log.dirs` over `log.dir`).
     pub fn from_properties(props: &BTreeMap<String, String>) -> Result<Self, ConfigError> {
-        let mut c = Self {
+        let c = Self {
             node_id: 1,
             listener: Listener {
                 host: "127.0.0.1".to_string(),
@@ -248,130 +280,30 @@ impl BrokerConfig {
             kraft: KraftConfig::from_properties(&BTreeMap::new(), 1)?,
             replication: ReplicationConfig::default(),
         };
-        let mut roll_hours = None;
-        let mut retention = (None, None, None);
-        let mut flush_ms = None;
+        let mut p = Parsing {
+            config: c,
+            log_dir: None,
+            log_dirs: None,
+            roll_ms: None,
+            roll_hours: None,
+            retention_ms: None,
+            retention_minutes: None,
+            retention_hours: None,
+            flush_ms: None,
+        };
         let mut timestamp_difference = None;
         for (key, value) in props {
             let k = key.as_str();
             let v = value.as_str();
+            if kraft_config::KEYS.contains(&k) {
+                continue;
+            }
+            if let Some(def) = broker_configs::def(k) {
+                let value = def.validator.check(k, def.config_type, v)?;
+                (def.apply)(&mut p, &value);
+                continue;
+            }
             match k {
-                "node.id" | "broker.id" => c.node_id = at_least(k, parse_num(k, v)?, 0)?,
-                _ if kraft_config::KEYS.contains(&k) => {}
-                _ if replication_config::KEYS.contains(&k) => {}
-                "log.dirs" | "log.dir" => {
-                    if k == "log.dir" && props.contains_key("log.dirs") {
-                        continue;
-                    }
-                    c.log_dirs = v
-                        .split(',')
-                        .map(str::trim)
-                        .filter(|s| !s.is_empty())
-                        .map(PathBuf::from)
-                        .collect();
-                    if c.log_dirs.is_empty() {
-                        return Err(ConfigError::InvalidValue {
-                            key: k.to_string(),
-                            value: v.to_string(),
-                            reason: "at least one directory is required".to_string(),
-                        });
-                    }
-                }
-                "num.partitions" => c.num_partitions = at_least(k, parse_num(k, v)?, 1)?,
-                "auto.create.topics.enable" => c.auto_create_topics = parse_bool(k, v)?,
-                "log.segment.bytes" => {
-                    c.log_defaults.segment_bytes = at_least(k, parse_num(k, v)?, 14)?
-                }
-                "log.roll.ms" => c.log_defaults.segment_ms = at_least(k, parse_num(k, v)?, 1)?,
-                "log.roll.hours" => roll_hours = Some(at_least(k, parse_num::<i64>(k, v)?, 1)?),
-                "log.retention.ms" => retention.0 = Some(at_least(k, parse_num(k, v)?, -1)?),
-                "log.retention.minutes" => {
-                    retention.1 = Some(at_least(k, parse_num::<i64>(k, v)?, -1)?)
-                }
-                "log.retention.hours" => {
-                    retention.2 = Some(at_least(k, parse_num::<i64>(k, v)?, -1)?)
-                }
-                "log.retention.bytes" => {
-                    c.log_defaults.retention_bytes = at_least(k, parse_num(k, v)?, -1)?
-                }
-                "log.retention.check.interval.ms" => {
-                    c.retention_check_interval_ms = at_least(k, parse_num(k, v)?, 1)?
-                }
-                "log.open.files.max" => c.log_open_files_max = at_least(k, parse_num(k, v)?, 16)?,
-                "num.recovery.threads.per.data.dir" => {
-                    c.num_recovery_threads_per_data_dir = at_least(k, parse_num(k, v)?, 1)?
-                }
-                "num.io.threads" => c.num_io_threads = Some(at_least(k, parse_num(k, v)?, 1)?),
-                "max.partitions.per.request" => {
-                    c.max_partitions_per_request = at_least(k, parse_num(k, v)?, 1)?
-                }
-                "max.partitions.per.broker" => {
-                    c.max_partitions_per_broker = at_least(k, parse_num(k, v)?, 1)?
-                }
-                "log.flush.interval.messages" => {
-                    c.log_defaults.flush_messages = at_least(k, parse_num(k, v)?, 1)?
-                }
-                "log.flush.interval.ms" => flush_ms = Some(at_least(k, parse_num(k, v)?, 0)?),
-                "log.flush.scheduler.interval.ms" => {
-                    c.flush_scheduler_interval_ms = at_least(k, parse_num(k, v)?, 1)?
-                }
-                "log.index.interval.bytes" => {
-                    c.log_defaults.index_interval_bytes = at_least(k, parse_num(k, v)?, 0)?
-                }
-                "log.index.size.max.bytes" => {
-                    c.log_defaults.segment_index_bytes = at_least(k, parse_num(k, v)?, 4)?
-                }
-                "message.max.bytes" => {
-                    c.log_defaults.max_message_bytes = at_least(k, parse_num(k, v)?, 0)?
-                }
-                "socket.request.max.bytes" => {
-                    c.socket_request_max_bytes = at_least(k, parse_num(k, v)?, 1)?
-                }
-                "producer.id.expiration.ms" => {
-                    c.log_defaults.producer_id_expiration_ms = at_least(k, parse_num(k, v)?, 1)?
-                }
-                "producer.id.expiration.check.interval.ms" => {
-                    c.producer_id_expiration_check_interval_ms = at_least(k, parse_num(k, v)?, 1)?
-                }
-                "fetch.max.bytes" => c.fetch_max_bytes = at_least(k, parse_num(k, v)?, 1024)?,
-                "max.incremental.fetch.session.cache.slots" => {
-                    c.max_incremental_fetch_session_cache_slots = at_least(k, parse_num(k, v)?, 0)?
-                }
-                "connections.max.idle.ms" => {
-                    c.connections_max_idle_ms = at_least(k, parse_num(k, v)?, 1)?
-                }
-                "group.min.session.timeout.ms" => c.group_min_session_timeout_ms = parse_num(k, v)?,
-                "group.max.session.timeout.ms" => c.group_max_session_timeout_ms = parse_num(k, v)?,
-                "group.initial.rebalance.delay.ms" => {
-                    c.group_initial_rebalance_delay_ms = at_least(k, parse_num(k, v)?, 0)?
-                }
-                "group.max.size" => c.group_max_size = at_least(k, parse_num(k, v)?, 1)?,
-                "offset.metadata.max.bytes" => {
-                    c.offset_metadata_max_bytes = at_least(k, parse_num(k, v)?, 0)?
-                }
-                "offsets.retention.minutes" => {
-                    let minutes: i32 = at_least(k, parse_num(k, v)?, 1)?;
-                    c.offsets_retention_ms = i64::from(minutes) * 60_000;
-                }
-                "offsets.retention.check.interval.ms" => {
-                    c.offsets_retention_check_interval_ms = at_least(k, parse_num(k, v)?, 1)?
-                }
-                "offsets.topic.num.partitions" => {
-                    c.offsets_topic_num_partitions = at_least(k, parse_num(k, v)?, 1)?
-                }
-                "offsets.topic.replication.factor" => {
-                    c.offsets_topic_replication_factor = at_least(k, parse_num(k, v)?, 1)?
-                }
-                "offsets.topic.segment.bytes" => {
-                    c.offsets_topic_segment_bytes = at_least(k, parse_num(k, v)?, 1)?
-                }
-                "log.cleaner.backoff.ms" => {
-                    c.log_cleaner_backoff_ms = at_least(k, parse_num(k, v)?, 1)?
-                }
-                "offsets.commit.timeout.ms" => {
-                    let ms: u64 = at_least(k, parse_num(k, v)?, 1)?;
-                    c.offsets_commit_timeout = std::time::Duration::from_millis(ms);
-                }
                 _ if crate::topic_config::by_broker_synonym(k).is_some() => {
                     let def = crate::topic_config::by_broker_synonym(k).expect("checked");
                     let value = def.validate(v).map_err(|e| match e {
@@ -385,7 +317,7 @@ impl BrokerConfig {
                         other => other,
                     })?;
                     match def.apply {
-                        Some(apply) => apply(&mut c.log_defaults, &value),
+                        Some(apply) => apply(&mut p.config.log_defaults, &value),
                         None if k == "log.message.timestamp.difference.max.ms" => {
                             timestamp_difference = Some(parse_num::<i64>(k, &value)?)
                         }
@@ -415,6 +347,7 @@ impl BrokerConfig {
                 _ => return Err(ConfigError::UnknownKey(key.clone())),
             }
         }
+        let mut c = p.finish()?;
         if props.contains_key("process.roles") && !props.contains_key("node.id") {
             return Err(ConfigError::InvalidValue {
                 key: "node.id".to_string(),
@@ -435,33 +368,11 @@ impl BrokerConfig {
                 c.kraft.validate(c.node_id)?;
             }
         }
-        c.replication = ReplicationConfig::from_properties(props)?;
+        c.replication.check()?;
         if let Some(client) = c.kraft.client_listener().cloned() {
             c.advertised_listener = c.kraft.advertised(&client.name).cloned();
             c.listener = client.listener;
         }
-        if let Some(hours) = roll_hours.filter(|_| !props.contains_key("log.roll.ms")) {
-            c.log_defaults.segment_ms = hours * 3_600_000;
-        }
-        c.log_defaults.retention_ms = match retention {
-            (Some(ms), _, _) => ms,
-            (None, Some(m), _) => {
-                if m < 0 {
-                    -1
-                } else {
-                    m * 60_000
-                }
-            }
-            (None, None, Some(h)) => {
-                if h < 0 {
-                    -1
-                } else {
-                    h * 3_600_000
-                }
-            }
-            (None, None, None) => c.log_defaults.retention_ms,
-        };
-        c.log_defaults.flush_ms = flush_ms.unwrap_or(c.flush_scheduler_interval_ms as i64);
         if let Some(difference) = timestamp_difference {
             for bound in [
                 &mut c.log_defaults.timestamp_before_max_ms,

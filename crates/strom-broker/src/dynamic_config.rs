@@ -24,16 +24,8 @@ use strom_log::LogConfig;
 use strom_metadata::{BrokerId, ConfigResource, MetadataImage};
 
 use crate::config::{BrokerConfig, ConfigError};
-use crate::{topic_config, BrokerError, BrokerState};
+use crate::{broker_configs, topic_config, BrokerError, BrokerState};
 use strom_wire::ApiError;
-
-/// Keys that are dynamic besides the broker synonyms of topic configs: the coarser
-/// synonyms Kafka also accepts for retention and rolling.
-const COARSE_SYNONYMS: &[&str] = &[
-    "log.retention.minutes",
-    "log.retention.hours",
-    "log.roll.hours",
-];
 
 /// Dynamic configs by entity: `None` is the cluster-wide default, `Some(id)` a broker's own.
 type Entries = BTreeMap<Option<i32>, BTreeMap<String, String>>;
@@ -213,7 +205,8 @@ pub fn apply(state: &BrokerState) {
 
 /// Whether `key` can be changed at runtime.
 pub fn is_dynamic(key: &str) -> bool {
-    topic_config::by_broker_synonym(key).is_some() || COARSE_SYNONYMS.contains(&key)
+    topic_config::by_broker_synonym(key).is_some()
+        || broker_configs::def(key).is_some_and(|d| d.dynamic)
 }
 
 /// The entity a broker resource name names: `""` is the cluster-wide default.

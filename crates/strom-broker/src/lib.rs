@@ -5,9 +5,12 @@
 //! mutes a channel while its request is in flight); concurrency comes from connections.
 
 pub mod admin;
+pub mod broker_configs;
 pub mod broker_lifecycle;
 pub mod cli;
 pub mod config;
+pub mod config_def;
+pub mod config_docs;
 pub mod connection;
 pub mod dir_lock;
 pub mod durable_file;
