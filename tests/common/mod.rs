@@ -193,10 +193,22 @@ impl StromBroker {
 }
 
 impl Drop for StromBroker {
+    /// Kills the broker; when the test is failing, prints the end of what the broker
+    /// logged, so a failure shows the broker's side as well as the client's.
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
+        }
+        if std::thread::panicking() {
+            if let Some(stderr) = self.stderr.take().and_then(|h| h.join().ok()) {
+                let start = stderr.len().saturating_sub(20_000);
+                let start = (start..stderr.len())
+                    .find(|i| stderr.is_char_boundary(*i))
+                    .unwrap_or(0);
+                let tail = &stderr[start..];
+                eprintln!("--- the broker's stderr (last 20 kB) ---\n{tail}");
+            }
         }
     }
 }

@@ -365,6 +365,13 @@ impl Group {
 
     /// JoinGroup.
     pub fn join(&mut self, p: JoinParams, now: Instant) -> Reply<JoinOutcome> {
+        let reply = self.route_join(p, now);
+        self.assert_member_states();
+        reply
+    }
+
+    /// A JoinGroup by who sends it: a member the group knows, or a new one.
+    fn route_join(&mut self, p: JoinParams, now: Instant) -> Reply<JoinOutcome> {
         if self.state == GroupState::Dead {
             return Reply::Now(JoinOutcome::error(
                 ResponseError::CoordinatorNotAvailable,
@@ -719,6 +726,12 @@ impl Group {
 
     /// SyncGroup.
     pub fn sync(&mut self, p: SyncParams, now: Instant) -> Reply<SyncOutcome> {
+        let reply = self.take_sync(p, now);
+        self.assert_member_states();
+        reply
+    }
+
+    fn take_sync(&mut self, p: SyncParams, now: Instant) -> Reply<SyncOutcome> {
         if let Err(e) =
             self.validate_member(&p.member_id, p.group_instance_id.as_ref(), p.generation_id)
         {
@@ -858,6 +871,17 @@ impl Group {
         instance: Option<&String>,
         now: Instant,
     ) -> Result<(), ResponseError> {
+        let left = self.remove_leaving(member_id, instance, now);
+        self.assert_member_states();
+        left
+    }
+
+    fn remove_leaving(
+        &mut self,
+        member_id: &str,
+        instance: Option<&String>,
+        now: Instant,
+    ) -> Result<(), ResponseError> {
         if self.state == GroupState::Dead {
             return Err(ResponseError::CoordinatorNotAvailable);
         }
@@ -923,6 +947,12 @@ impl Group {
     /// never used to rejoin, the end of the join phase, and members that never sent
     /// SyncGroup. Returns whether anything changed.
     pub fn expire(&mut self, now: Instant) -> bool {
+        let changed = self.apply_deadlines(now);
+        self.assert_member_states();
+        changed
+    }
+
+    fn apply_deadlines(&mut self, now: Instant) -> bool {
         let mut changed = false;
         let stale: Vec<String> = self
             .pending_members
@@ -967,6 +997,34 @@ impl Group {
             changed = true;
         }
         changed
+    }
+
+    /// What every operation leaves true: a member waits for a join or for a sync, never
+    /// both (a rejoin while its sync is parked answers the sync first), a parked sync
+    /// exists only while the group completes a rebalance, and an Empty group has no
+    /// members.
+    fn assert_member_states(&self) {
+        for m in self.members.values() {
+            assert!(
+                m.awaiting_join.is_none() || m.awaiting_sync.is_none(),
+                "member {} of group {} waits for a join and a sync at once",
+                m.member_id,
+                self.id
+            );
+            assert!(
+                m.awaiting_sync.is_none() || self.state == GroupState::CompletingRebalance,
+                "member {} of group {} waits for a sync in state {}",
+                m.member_id,
+                self.id,
+                self.state.name()
+            );
+        }
+        assert!(
+            self.state != GroupState::Empty || self.members.is_empty(),
+            "group {} is Empty with {} members",
+            self.id,
+            self.members.len()
+        );
     }
 
     /// The earliest deadline still to come, if any: when the timer must look again.
@@ -1084,6 +1142,39 @@ pub(super) mod tests {
             Reply::Wait(mut rx) => rx.try_recv().expect("join completed").generation_id,
             Reply::Now(outcome) => outcome.generation_id,
         }
+    }
+
+    #[test]
+    #[should_panic(expected = "is Empty with 1 members")]
+    fn an_empty_group_with_a_member_is_refused() {
+        let start = Instant::now();
+        let mut group = Group::new("g", start);
+        let _ = group.join(join_params("", 5_000), start);
+        group.state = GroupState::Empty;
+        group.expire(start);
+    }
+
+    #[test]
+    #[should_panic(expected = "waits for a sync in state PreparingRebalance")]
+    fn a_parked_sync_outside_a_completing_rebalance_is_refused() {
+        let start = Instant::now();
+        let mut group = Group::new("g", start);
+        let _ = group.join(join_params("", 5_000), start);
+        let member = group.members.values_mut().next().expect("joined");
+        member.awaiting_join = None;
+        member.awaiting_sync = Some(oneshot::channel().0);
+        group.expire(start);
+    }
+
+    #[test]
+    #[should_panic(expected = "waits for a join and a sync at once")]
+    fn a_member_parked_in_a_join_and_a_sync_is_refused() {
+        let start = Instant::now();
+        let mut group = Group::new("g", start);
+        let _ = group.join(join_params("", 5_000), start);
+        let member = group.members.values_mut().next().expect("joined");
+        member.awaiting_sync = Some(oneshot::channel().0);
+        group.expire(start);
     }
 
     #[test]
