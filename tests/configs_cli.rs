@@ -115,6 +115,15 @@ fn broker_configs_change_at_runtime_per_broker_and_cluster_wide_and_survive_a_re
         all.contains(" sensitive=false synonyms={STATIC_BROKER_CONFIG:log.dirs="),
         "{all}"
     );
+    // Keys not given show their default, as Kafka's `--all` does: the broker's own and
+    // the broker synonyms of topic configs.
+    for default in [
+        "  num.partitions=1 sensitive=false synonyms={DEFAULT_CONFIG:num.partitions=1}\n",
+        "  log.cleanup.policy=delete sensitive=false synonyms={DEFAULT_CONFIG:log.cleanup.policy=delete}\n",
+        "  log.retention.ms=null sensitive=false synonyms={DEFAULT_CONFIG:log.retention.ms=null}\n",
+    ] {
+        assert!(all.contains(default), "{default} in {all}");
+    }
     assert_eq!(produce_codes(&broker, "dyn"), (0, 0));
 
     // The cluster-wide default, then this broker's own value over it.

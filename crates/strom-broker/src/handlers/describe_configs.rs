@@ -1,7 +1,7 @@
 //! DescribeConfigs for topics (every topic config, with its source and, when asked, its
-//! synonyms) and for brokers: a broker id gets the keys it was started with and its
-//! dynamic configs, the default-broker entity (an empty name) the cluster-wide dynamic
-//! defaults.
+//! synonyms) and for brokers: a broker id gets every key strom reads, each from its
+//! dynamic configs, the keys it was started with, or the built-in default; the
+//! default-broker entity (an empty name) gets the cluster-wide dynamic defaults.
 
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
@@ -11,10 +11,13 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use super::config_resource::{
-    broker_layers, topic_configs, unsupported_resource, RESOURCE_BROKER, RESOURCE_TOPIC,
+    broker_layers, topic_configs, unsupported_resource, DEFAULT_CONFIG, RESOURCE_BROKER,
+    RESOURCE_TOPIC,
 };
 use super::RequestContext;
+use crate::broker_configs::{self, BROKER_CONFIGS};
 use crate::dynamic_config;
+use crate::topic_config::TOPIC_CONFIGS;
 use strom_wire::ApiError;
 
 fn entry(name: &str, value: String, source: i8, read_only: bool) -> DescribeConfigsResourceResult {
@@ -86,25 +89,64 @@ fn broker_entries(
         .iter()
         .flat_map(|(_, configs)| configs.keys())
         .collect();
-    Ok(keys
-        .into_iter()
-        .map(|key| {
-            let set: Vec<(i8, &String)> = layers
-                .iter()
-                .filter_map(|(source, configs)| Some((*source, configs.get(key)?)))
-                .collect();
-            let (source, value) = set[0];
+    let set = keys.iter().map(|key| {
+        let set: Vec<(i8, &String)> = layers
+            .iter()
+            .filter_map(|(source, configs)| Some((*source, configs.get(*key)?)))
+            .collect();
+        let (source, value) = set[0];
+        let synonyms = if include_synonyms {
+            set.iter()
+                .map(|(source, value)| synonym(key, value.to_string(), *source))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        entry(key, value.clone(), source, !dynamic_config::is_dynamic(key)).with_synonyms(synonyms)
+    });
+    let mut entries: Vec<_> = set.collect();
+    if entity.is_some() {
+        let unset = built_in_defaults().filter(|(key, _)| !keys.contains(&key.to_string()));
+        entries.extend(unset.map(|(key, value)| {
             let synonyms = if include_synonyms {
-                set.iter()
-                    .map(|(source, value)| synonym(key, value.to_string(), *source))
-                    .collect()
+                vec![
+                    synonym(key, value.clone().unwrap_or_default(), DEFAULT_CONFIG)
+                        .with_value(value.clone().map(StrBytes::from_string)),
+                ]
             } else {
                 Vec::new()
             };
-            entry(key, value.clone(), source, !dynamic_config::is_dynamic(key))
-                .with_synonyms(synonyms)
-        })
-        .collect())
+            entry(
+                key,
+                String::new(),
+                DEFAULT_CONFIG,
+                !dynamic_config::is_dynamic(key),
+            )
+            .with_value(value.map(StrBytes::from_string))
+            .with_synonyms(synonyms)
+        }));
+    }
+    entries.sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
+    Ok(entries)
+}
+
+/// Every broker key strom reads with the value a broker has when it is not given (`None`
+/// for a key without a default): the broker table's keys, and the broker synonyms of
+/// topic configs. Kafka lists the same with `kafka-configs --describe --all`.
+fn built_in_defaults() -> impl Iterator<Item = (&'static str, Option<String>)> {
+    let broker = BROKER_CONFIGS.iter().map(|d| {
+        (
+            d.name,
+            Some(d.default.to_string()).filter(|v| !v.is_empty()),
+        )
+    });
+    let synonyms = TOPIC_CONFIGS.iter().filter_map(|d| {
+        let key = d.broker_synonym?;
+        broker_configs::def(key)
+            .is_none()
+            .then(|| (key, Some(d.built_in_default())))
+    });
+    broker.chain(synonyms)
 }
 
 pub fn handle(ctx: &RequestContext<'_>, req: DescribeConfigsRequest) -> DescribeConfigsResponse {
