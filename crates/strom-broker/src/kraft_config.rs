@@ -193,6 +193,107 @@ fn own_controller_listener(listeners: &[NamedListener], names: &[String]) -> Nam
     }
 }
 
+/// `process.roles`: broker, controller or both; unset, both (a node that formats its own
+/// directory).
+fn parse_roles(value: Option<&str>) -> Result<Roles, ConfigError> {
+    let Some(v) = value else {
+        return Ok(Roles {
+            broker: true,
+            controller: true,
+        });
+    };
+    let parts = list(v);
+    if parts.is_empty() {
+        return Err(invalid(
+            "process.roles",
+            v,
+            "must contain broker, controller or both",
+        ));
+    }
+    let mut roles = Roles {
+        broker: false,
+        controller: false,
+    };
+    for p in &parts {
+        match p.as_str() {
+            "broker" => roles.broker = true,
+            "controller" => roles.controller = true,
+            _ => {
+                return Err(invalid(
+                    "process.roles",
+                    v,
+                    format!("Unknown process role '{p}' (must be broker, controller or both)"),
+                ))
+            }
+        }
+    }
+    Ok(roles)
+}
+
+/// `listener.security.protocol.map` (`given`, or Kafka's default), with Kafka's
+/// `effectiveListenerSecurityProtocolMap`: in KRaft, with the map left at its default and
+/// no SSL or SASL listener, the controller listeners are PLAINTEXT (Kafka's quickstart
+/// configurations rely on it), and so are a self-formatting node's.
+fn protocol_map(
+    given: Option<&str>,
+    formats_itself: bool,
+    controller_listener_names: &[String],
+    listeners: &[NamedListener],
+) -> Result<BTreeMap<String, String>, ConfigError> {
+    let map_value = given.unwrap_or(DEFAULT_PROTOCOL_MAP);
+    let mut protocol_map = BTreeMap::new();
+    for pair in list(map_value) {
+        let (name, protocol) = pair.split_once(':').ok_or_else(|| {
+            invalid(
+                "listener.security.protocol.map",
+                map_value,
+                "expected NAME:PROTOCOL pairs",
+            )
+        })?;
+        protocol_map.insert(name.to_string(), protocol.to_string());
+    }
+    let secured = |name: &str| matches!(name, "SSL" | "SASL_SSL" | "SASL_PLAINTEXT");
+    let plaintext_controllers = formats_itself
+        || (given.is_none()
+            && !controller_listener_names.iter().any(|n| secured(n))
+            && !listeners.iter().any(|l| secured(&l.name)));
+    if plaintext_controllers {
+        for name in controller_listener_names {
+            protocol_map
+                .entry(name.clone())
+                .or_insert_with(|| "PLAINTEXT".to_string());
+        }
+    }
+    Ok(protocol_map)
+}
+
+/// Every listener has a protocol in the map (`map_value` as given), and it is PLAINTEXT,
+/// the one strom serves yet (`listeners_value` as given, for the message).
+fn check_plaintext(
+    listeners: &[NamedListener],
+    protocol_map: &BTreeMap<String, String>,
+    map_value: &str,
+    listeners_value: &str,
+) -> Result<(), ConfigError> {
+    for l in listeners {
+        let protocol = protocol_map.get(&l.name).ok_or_else(|| {
+            invalid(
+                "listener.security.protocol.map",
+                map_value,
+                format!("No security protocol defined for listener {}", l.name),
+            )
+        })?;
+        if protocol != "PLAINTEXT" {
+            return Err(invalid(
+                "listeners",
+                listeners_value,
+                format!("listener {} uses {protocol}: strom supports only the PLAINTEXT security protocol yet", l.name),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Parses `controller.quorum.voters`: `id@host:port,...`.
 pub fn parse_voters(value: &str) -> Result<Vec<Voter>, ConfigError> {
     let key = "controller.quorum.voters";
@@ -225,42 +326,7 @@ impl KraftConfig {
     ) -> Result<Self, ConfigError> {
         let get = |k: &str| props.get(k).map(String::as_str);
         let formats_itself = get("process.roles").is_none();
-        let roles = match get("process.roles") {
-            None => Roles {
-                broker: true,
-                controller: true,
-            },
-            Some(v) => {
-                let parts = list(v);
-                let mut roles = Roles {
-                    broker: false,
-                    controller: false,
-                };
-                for p in &parts {
-                    match p.as_str() {
-                        "broker" => roles.broker = true,
-                        "controller" => roles.controller = true,
-                        _ => {
-                            return Err(invalid(
-                                "process.roles",
-                                v,
-                                format!(
-                                "Unknown process role '{p}' (must be broker, controller or both)"
-                            ),
-                            ))
-                        }
-                    }
-                }
-                if parts.is_empty() {
-                    return Err(invalid(
-                        "process.roles",
-                        v,
-                        "must contain broker, controller or both",
-                    ));
-                }
-                roles
-            }
-        };
+        let roles = parse_roles(get("process.roles"))?;
         let mut voters = parse_voters(get("controller.quorum.voters").unwrap_or(""))?;
         let quorum_bootstrap_servers = get("controller.quorum.bootstrap.servers")
             .filter(|v| !v.trim().is_empty())
@@ -288,55 +354,18 @@ impl KraftConfig {
             Some(v) => parse_listeners("advertised.listeners", v)?,
             None => Vec::new(),
         };
-        let map_value = get("listener.security.protocol.map").unwrap_or(DEFAULT_PROTOCOL_MAP);
-        let mut protocol_map = BTreeMap::new();
-        for pair in list(map_value) {
-            let (name, protocol) = pair.split_once(':').ok_or_else(|| {
-                invalid(
-                    "listener.security.protocol.map",
-                    map_value,
-                    "expected NAME:PROTOCOL pairs",
-                )
-            })?;
-            protocol_map.insert(name.to_string(), protocol.to_string());
-        }
-        // Kafka's `effectiveListenerSecurityProtocolMap`: in KRaft, with the map left at
-        // its default and no SSL or SASL listener, the controller listeners are PLAINTEXT
-        // (Kafka's quickstart configurations rely on it).
-        let secured = |name: &str| matches!(name, "SSL" | "SASL_SSL" | "SASL_PLAINTEXT");
-        if formats_itself {
-            for name in &controller_listener_names {
-                protocol_map
-                    .entry(name.clone())
-                    .or_insert_with(|| "PLAINTEXT".to_string());
-            }
-        }
-        if get("listener.security.protocol.map").is_none()
-            && !controller_listener_names.iter().any(|n| secured(n))
-            && !listeners.iter().any(|l| secured(&l.name))
-        {
-            for name in &controller_listener_names {
-                protocol_map
-                    .entry(name.clone())
-                    .or_insert_with(|| "PLAINTEXT".to_string());
-            }
-        }
-        for l in &listeners {
-            let protocol = protocol_map.get(&l.name).ok_or_else(|| {
-                invalid(
-                    "listener.security.protocol.map",
-                    map_value,
-                    format!("No security protocol defined for listener {}", l.name),
-                )
-            })?;
-            if protocol != "PLAINTEXT" {
-                return Err(invalid(
-                    "listeners",
-                    get("listeners").unwrap_or(""),
-                    format!("listener {} uses {protocol}: strom supports only the PLAINTEXT security protocol yet", l.name),
-                ));
-            }
-        }
+        let protocol_map = protocol_map(
+            get("listener.security.protocol.map"),
+            formats_itself,
+            &controller_listener_names,
+            &listeners,
+        )?;
+        check_plaintext(
+            &listeners,
+            &protocol_map,
+            get("listener.security.protocol.map").unwrap_or(DEFAULT_PROTOCOL_MAP),
+            get("listeners").unwrap_or(""),
+        )?;
         let inter_broker_listener_name = match get("inter.broker.listener.name") {
             Some(n) => n.to_string(),
             None => protocol_map
