@@ -35,6 +35,17 @@ pub struct Listener {
     pub port: u16,
 }
 
+impl ConfigError {
+    /// `value` of `key` is refused, for `reason` (Kafka's words where it has them).
+    pub fn invalid(key: &str, value: &str, reason: impl Into<String>) -> Self {
+        Self::InvalidValue {
+            key: key.to_string(),
+            value: value.to_string(),
+            reason: reason.into(),
+        }
+    }
+}
+
 impl Listener {
     /// The socket address to bind; an empty host binds all interfaces, as in Kafka.
     pub fn bind_address(&self) -> String {
@@ -149,14 +160,6 @@ impl Default for BrokerConfig {
     }
 }
 
-fn parse_num<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, ConfigError> {
-    value.trim().parse().map_err(|_| ConfigError::InvalidValue {
-        key: key.to_string(),
-        value: value.to_string(),
-        reason: "not a valid number".to_string(),
-    })
-}
-
 /// [`BrokerConfig::from_properties`] while it reads the keys: the configuration so far,
 /// and the keys whose effect depends on others (Kafka's precedences), which
 /// [`Parsing::finish`] settles once every key is read.
@@ -190,11 +193,11 @@ impl Parsing {
                 .map(PathBuf::from)
                 .collect();
             if c.log_dirs.is_empty() {
-                return Err(ConfigError::InvalidValue {
-                    key: key.to_string(),
-                    value,
-                    reason: "at least one directory is required".to_string(),
-                });
+                return Err(ConfigError::invalid(
+                    key,
+                    &value,
+                    "at least one directory is required",
+                ));
             }
         }
         if let Some(ms) = self.roll_ms.or(self.roll_hours.map(|h| h * 3_600_000)) {
@@ -306,20 +309,11 @@ impl BrokerConfig {
             match k {
                 _ if crate::topic_config::by_broker_synonym(k).is_some() => {
                     let def = crate::topic_config::by_broker_synonym(k).expect("checked");
-                    let value = def.validate(v).map_err(|e| match e {
-                        ConfigError::InvalidValue { value, reason, .. } => {
-                            ConfigError::InvalidValue {
-                                key: k.to_string(),
-                                value,
-                                reason,
-                            }
-                        }
-                        other => other,
-                    })?;
+                    let value = def.validator.check(k, def.config_type, v)?;
                     match def.apply {
                         Some(apply) => apply(&mut p.config.log_defaults, &value),
                         None if k == "log.message.timestamp.difference.max.ms" => {
-                            timestamp_difference = Some(parse_num::<i64>(k, &value)?)
+                            timestamp_difference = Some(value.parse::<i64>().expect("validated"))
                         }
                         None => tracing::warn!(
                             key = k,
@@ -328,18 +322,10 @@ impl BrokerConfig {
                     }
                 }
                 "zookeeper.connect" => {
-                    return Err(ConfigError::InvalidValue {
-                        key: k.to_string(),
-                        value: v.to_string(),
-                        reason: "strom runs in KRaft mode only (as Kafka 4 does): set process.roles, node.id and controller.quorum.voters instead".to_string(),
-                    })
+                    return Err(ConfigError::invalid(k, v, "strom runs in KRaft mode only (as Kafka 4 does): set process.roles, node.id and controller.quorum.voters instead"))
                 }
                 "authorizer.class.name" if !v.trim().is_empty() => {
-                    return Err(ConfigError::InvalidValue {
-                        key: k.to_string(),
-                        value: v.to_string(),
-                        reason: "strom has no authorizer yet, and would otherwise serve every client what the authorizer was meant to refuse".to_string(),
-                    })
+                    return Err(ConfigError::invalid(k, v, "strom has no authorizer yet, and would otherwise serve every client what the authorizer was meant to refuse"))
                 }
                 _ if crate::kafka_broker_keys::is_kafka_broker_key(k) => {
                     tracing::warn!(key = k, "configuration accepted but has no effect in strom");
@@ -349,11 +335,7 @@ impl BrokerConfig {
         }
         let mut c = p.finish()?;
         if props.contains_key("process.roles") && !props.contains_key("node.id") {
-            return Err(ConfigError::InvalidValue {
-                key: "node.id".to_string(),
-                value: String::new(),
-                reason: "Missing required configuration \"node.id\" which has no default value (process.roles is set)".to_string(),
-            });
+            return Err(ConfigError::invalid("node.id", "", "Missing required configuration \"node.id\" which has no default value (process.roles is set)"));
         }
         c.kraft = KraftConfig::from_properties(props, c.node_id)?;
         // A single node is the only broker its internal topics can live on: Kafka's own

@@ -71,14 +71,6 @@ impl ConfigType {
     }
 }
 
-fn invalid(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
-    ConfigError::InvalidValue {
-        key: key.to_string(),
-        value: value.to_string(),
-        reason: reason.into(),
-    }
-}
-
 impl Validator {
     /// Checks `value` of `key`, of type `config_type`, returning it normalized, or
     /// Kafka's message for why it is refused.
@@ -92,9 +84,9 @@ impl Validator {
         let number = || -> Result<i64, ConfigError> {
             let n: i64 = value
                 .parse()
-                .map_err(|_| invalid(key, value, "Not a number of type LONG"))?;
+                .map_err(|_| ConfigError::invalid(key, value, "Not a number of type LONG"))?;
             if config_type == ConfigType::Int && i32::try_from(n).is_err() {
-                return Err(invalid(key, value, "Not a number of type INT"));
+                return Err(ConfigError::invalid(key, value, "Not a number of type INT"));
             }
             Ok(n)
         };
@@ -102,17 +94,25 @@ impl Validator {
             Validator::AtLeast(min) => {
                 let n = number()?;
                 if n < min {
-                    return Err(invalid(key, value, format!("Value must be at least {min}")));
+                    return Err(ConfigError::invalid(
+                        key,
+                        value,
+                        format!("Value must be at least {min}"),
+                    ));
                 }
                 Ok(n.to_string())
             }
             Validator::Between(min, max) => {
                 let n = number()?;
                 if n < min {
-                    return Err(invalid(key, value, format!("Value must be at least {min}")));
+                    return Err(ConfigError::invalid(
+                        key,
+                        value,
+                        format!("Value must be at least {min}"),
+                    ));
                 }
                 if n > max {
-                    return Err(invalid(
+                    return Err(ConfigError::invalid(
                         key,
                         value,
                         format!("Value must be no more than {max}"),
@@ -123,7 +123,7 @@ impl Validator {
             Validator::GzipLevel => {
                 let n = number()?;
                 if n != -1 && !(1..=9).contains(&n) {
-                    return Err(invalid(
+                    return Err(ConfigError::invalid(
                         key,
                         value,
                         "Value must be between 1 and 9 or equal to -1",
@@ -133,7 +133,7 @@ impl Validator {
             }
             Validator::OneOf(allowed) => {
                 if !allowed.contains(&value) {
-                    return Err(invalid(
+                    return Err(ConfigError::invalid(
                         key,
                         value,
                         format!("String must be one of: {}", allowed.join(", ")),
@@ -144,7 +144,7 @@ impl Validator {
             Validator::ListOf(allowed) => {
                 let items: Vec<&str> = value.split(',').map(str::trim).collect();
                 if let Some(bad) = items.iter().find(|i| !allowed.contains(i)) {
-                    return Err(invalid(
+                    return Err(ConfigError::invalid(
                         key,
                         value,
                         format!(
@@ -164,7 +164,7 @@ impl Validator {
                         })
                     });
                 if !ok {
-                    return Err(invalid(key, value, format!(
+                    return Err(ConfigError::invalid(key, value, format!(
                         "{key} must be the literal '*' or a list of replicas in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],..."
                     )));
                 }
@@ -172,12 +172,20 @@ impl Validator {
             }
             Validator::Ratio => match value.parse::<f64>() {
                 Ok(r) if (0.0..=1.0).contains(&r) => Ok(value.to_string()),
-                Ok(_) => Err(invalid(key, value, "Value must be between 0 and 1")),
-                Err(_) => Err(invalid(key, value, "Not a number of type DOUBLE")),
+                Ok(_) => Err(ConfigError::invalid(
+                    key,
+                    value,
+                    "Value must be between 0 and 1",
+                )),
+                Err(_) => Err(ConfigError::invalid(
+                    key,
+                    value,
+                    "Not a number of type DOUBLE",
+                )),
             },
             Validator::Boolean => match value.to_ascii_lowercase().as_str() {
                 b @ ("true" | "false") => Ok(b.to_string()),
-                _ => Err(invalid(
+                _ => Err(ConfigError::invalid(
                     key,
                     value,
                     "Expected value to be either true or false",

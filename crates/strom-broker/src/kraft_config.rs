@@ -108,14 +108,6 @@ pub struct KraftConfig {
     pub metadata_max_snapshot_interval_ms: u64,
 }
 
-fn invalid(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
-    ConfigError::InvalidValue {
-        key: key.to_string(),
-        value: value.to_string(),
-        reason: reason.into(),
-    }
-}
-
 fn list(value: &str) -> Vec<String> {
     value
         .split(',')
@@ -137,9 +129,13 @@ fn number<T: std::str::FromStr + PartialOrd + std::fmt::Display>(
     let n: T = v
         .trim()
         .parse()
-        .map_err(|_| invalid(key, v, "not a valid number"))?;
+        .map_err(|_| ConfigError::invalid(key, v, "not a valid number"))?;
     if n < min {
-        return Err(invalid(key, v, format!("Value must be at least {min}")));
+        return Err(ConfigError::invalid(
+            key,
+            v,
+            format!("Value must be at least {min}"),
+        ));
     }
     Ok(n)
 }
@@ -150,15 +146,15 @@ fn parse_listeners(key: &str, value: &str) -> Result<Vec<NamedListener>, ConfigE
     for entry in list(value) {
         let (name, address) = entry
             .split_once("://")
-            .ok_or_else(|| invalid(key, value, "expected NAME://host:port"))?;
+            .ok_or_else(|| ConfigError::invalid(key, value, "expected NAME://host:port"))?;
         let (host, port) = address
             .rsplit_once(':')
-            .ok_or_else(|| invalid(key, value, "expected NAME://host:port"))?;
+            .ok_or_else(|| ConfigError::invalid(key, value, "expected NAME://host:port"))?;
         let port = port
             .parse()
-            .map_err(|_| invalid(key, value, format!("invalid port in {entry}")))?;
+            .map_err(|_| ConfigError::invalid(key, value, format!("invalid port in {entry}")))?;
         if out.iter().any(|l| l.name == name) {
-            return Err(invalid(
+            return Err(ConfigError::invalid(
                 key,
                 value,
                 format!("each listener must have a different name, {name} is repeated"),
@@ -204,7 +200,7 @@ fn parse_roles(value: Option<&str>) -> Result<Roles, ConfigError> {
     };
     let parts = list(v);
     if parts.is_empty() {
-        return Err(invalid(
+        return Err(ConfigError::invalid(
             "process.roles",
             v,
             "must contain broker, controller or both",
@@ -219,7 +215,7 @@ fn parse_roles(value: Option<&str>) -> Result<Roles, ConfigError> {
             "broker" => roles.broker = true,
             "controller" => roles.controller = true,
             _ => {
-                return Err(invalid(
+                return Err(ConfigError::invalid(
                     "process.roles",
                     v,
                     format!("Unknown process role '{p}' (must be broker, controller or both)"),
@@ -244,7 +240,7 @@ fn protocol_map(
     let mut protocol_map = BTreeMap::new();
     for pair in list(map_value) {
         let (name, protocol) = pair.split_once(':').ok_or_else(|| {
-            invalid(
+            ConfigError::invalid(
                 "listener.security.protocol.map",
                 map_value,
                 "expected NAME:PROTOCOL pairs",
@@ -277,14 +273,14 @@ fn check_plaintext(
 ) -> Result<(), ConfigError> {
     for l in listeners {
         let protocol = protocol_map.get(&l.name).ok_or_else(|| {
-            invalid(
+            ConfigError::invalid(
                 "listener.security.protocol.map",
                 map_value,
                 format!("No security protocol defined for listener {}", l.name),
             )
         })?;
         if protocol != "PLAINTEXT" {
-            return Err(invalid(
+            return Err(ConfigError::invalid(
                 "listeners",
                 listeners_value,
                 format!("listener {} uses {protocol}: strom supports only the PLAINTEXT security protocol yet", l.name),
@@ -301,7 +297,7 @@ pub fn parse_voters(value: &str) -> Result<Vec<Voter>, ConfigError> {
         .into_iter()
         .map(|entry| {
             let bad = || {
-                invalid(
+                ConfigError::invalid(
                     key,
                     value,
                     format!("Failed to parse {entry}: expected id@host:port"),
@@ -398,7 +394,7 @@ impl KraftConfig {
                 None | Some("true") => true,
                 Some("false") => false,
                 Some(v) => {
-                    return Err(invalid(
+                    return Err(ConfigError::invalid(
                         "auto.leader.rebalance.enable",
                         v,
                         "Expected value to be either true or false",
@@ -439,7 +435,7 @@ impl KraftConfig {
     /// from its formatted metadata directory ([`crate::standalone_quorum`]).
     pub fn validate(&self, node_id: i32) -> Result<(), ConfigError> {
         if self.roles.broker && self.client_listener().is_none() {
-            return Err(invalid(
+            return Err(ConfigError::invalid(
                 "listeners",
                 "",
                 "a broker needs a listener that is not a controller listener",
@@ -453,7 +449,7 @@ impl KraftConfig {
             .collect::<Vec<_>>()
             .join(",");
         if self.controller_listener_names.is_empty() {
-            return Err(invalid(
+            return Err(ConfigError::invalid(
                 "controller.listener.names",
                 "",
                 "must not be empty when running in KRaft mode",
@@ -461,14 +457,14 @@ impl KraftConfig {
         }
         if self.voters.is_empty() && self.quorum_bootstrap_servers.is_some() {
             if !roles.controller {
-                return Err(invalid(
+                return Err(ConfigError::invalid(
                     "controller.quorum.bootstrap.servers",
                     self.quorum_bootstrap_servers.as_deref().unwrap_or(""),
                     "a broker-only node needs controller.quorum.voters (id@host:port): strom's quorums are static, but for a standalone controller formatted with --standalone",
                 ));
             }
         } else if self.voters.is_empty() {
-            return Err(invalid(
+            return Err(ConfigError::invalid(
                 "controller.quorum.voters",
                 "",
                 "must list the quorum's voters (id@host:port) when process.roles is set",
@@ -477,23 +473,23 @@ impl KraftConfig {
         let is_voter = self.voters.iter().any(|v| v.id == node_id);
         let voters_pending = self.voters.is_empty();
         if roles.controller && !is_voter && !voters_pending {
-            return Err(invalid("controller.quorum.voters", &voters_value, format!("If process.roles contains the 'controller' role, the node id {node_id} must be included in the set of voters")));
+            return Err(ConfigError::invalid("controller.quorum.voters", &voters_value, format!("If process.roles contains the 'controller' role, the node id {node_id} must be included in the set of voters")));
         }
         if !roles.controller && is_voter {
-            return Err(invalid("controller.quorum.voters", &voters_value, format!("If process.roles contains just the 'broker' role, the node id {node_id} must not be included in the set of voters")));
+            return Err(ConfigError::invalid("controller.quorum.voters", &voters_value, format!("If process.roles contains just the 'broker' role, the node id {node_id} must not be included in the set of voters")));
         }
         let has_controller_listener = self
             .listeners
             .iter()
             .any(|l| self.controller_listener_names.contains(&l.name));
         if roles.controller && !has_controller_listener {
-            return Err(invalid("controller.listener.names", &self.controller_listener_names.join(","), "must contain at least one value appearing in the 'listeners' configuration when running the KRaft controller role"));
+            return Err(ConfigError::invalid("controller.listener.names", &self.controller_listener_names.join(","), "must contain at least one value appearing in the 'listeners' configuration when running the KRaft controller role"));
         }
         if self
             .controller_listener_names
             .contains(&self.inter_broker_listener_name)
         {
-            return Err(invalid(
+            return Err(ConfigError::invalid(
                 "inter.broker.listener.name",
                 &self.inter_broker_listener_name,
                 "must not be a controller listener",

@@ -33,19 +33,17 @@ pub fn ensure(needed: u64) -> Result<u64, BrokerError> {
         return Ok(limit.rlim_cur);
     }
     if limit.rlim_max < needed {
-        return Err(BrokerError::Config(
-            crate::config::ConfigError::InvalidValue {
-                key: "log.open.files.max".to_string(),
-                value: (needed - RESERVED_FOR_CONNECTIONS_AND_METADATA).to_string(),
-                reason: format!(
-                    "the broker needs {needed} open files (log.open.files.max plus \
+        return Err(BrokerError::Config(crate::config::ConfigError::invalid(
+            "log.open.files.max",
+            &(needed - RESERVED_FOR_CONNECTIONS_AND_METADATA).to_string(),
+            format!(
+                "the broker needs {needed} open files (log.open.files.max plus \
                  {RESERVED_FOR_CONNECTIONS_AND_METADATA} for connections and metadata) but \
                  RLIMIT_NOFILE allows {} (hard limit {}): raise it (`ulimit -n {needed}`, \
                  LimitNOFILE={needed} for systemd) or lower log.open.files.max",
-                    limit.rlim_cur, limit.rlim_max
-                ),
-            },
-        ));
+                limit.rlim_cur, limit.rlim_max
+            ),
+        )));
     }
     let raised = libc::rlimit {
         rlim_cur: limit.rlim_max,

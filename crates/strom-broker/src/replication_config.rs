@@ -51,14 +51,10 @@ impl ReplicationConfig {
     /// broker config table).
     pub fn check(&self) -> Result<(), ConfigError> {
         if i64::from(self.fetch_wait_max_ms) > self.lag_time_max_ms {
-            return Err(ConfigError::InvalidValue {
-                key: "replica.fetch.wait.max.ms".into(),
-                value: self.fetch_wait_max_ms.to_string(),
-                reason: format!(
+            return Err(ConfigError::invalid("replica.fetch.wait.max.ms", &self.fetch_wait_max_ms.to_string(), format!(
                     "replica.fetch.wait.max.ms should always be less than or equal to replica.lag.time.max.ms ({}) to prevent frequent changes in ISR",
                     self.lag_time_max_ms
-                ),
-            });
+                )));
         }
         Ok(())
     }

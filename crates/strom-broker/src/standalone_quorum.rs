@@ -29,11 +29,11 @@ pub fn read(metadata_dir: &Path) -> Result<Option<Vec<Voter>>, ConfigError> {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => {
-            return Err(ConfigError::InvalidValue {
-                key: "controller.quorum.bootstrap.servers".to_string(),
-                value: String::new(),
-                reason: format!("cannot read the voter set in {}: {e}", path.display()),
-            })
+            return Err(ConfigError::invalid(
+                "controller.quorum.bootstrap.servers",
+                "",
+                format!("cannot read the voter set in {}: {e}", path.display()),
+            ))
         }
     };
     let value = text

@@ -394,14 +394,6 @@ pub fn by_broker_synonym(broker_key: &str) -> Option<&'static TopicConfigDef> {
         .find(|d| d.broker_synonym == Some(broker_key))
 }
 
-fn invalid(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
-    ConfigError::InvalidValue {
-        key: key.to_string(),
-        value: value.to_string(),
-        reason: reason.into(),
-    }
-}
-
 impl TopicConfigDef {
     /// Checks `value` by this key's type and validator, returning it normalized.
     pub fn validate(&self, value: &str) -> Result<String, ConfigError> {
@@ -427,7 +419,7 @@ pub fn validate(key: &str, value: &str) -> Result<String, ConfigError> {
     let def = def(key).ok_or_else(|| ConfigError::UnknownKey(key.to_string()))?;
     let value = def.validate(value)?;
     if key == "remote.storage.enable" && value == "true" {
-        return Err(invalid(
+        return Err(ConfigError::invalid(
             key,
             &value,
             "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage.",
@@ -444,7 +436,7 @@ pub fn validate_together(configs: &BTreeMap<String, String>) -> Result<(), Confi
     let get = |k: &str| configs.get(k).and_then(|v| v.parse::<i64>().ok());
     if let (Some(min), Some(max)) = (get("min.compaction.lag.ms"), get("max.compaction.lag.ms")) {
         if min > max {
-            return Err(invalid(
+            return Err(ConfigError::invalid(
                 "min.compaction.lag.ms",
                 &min.to_string(),
                 format!("conflict topic config setting min.compaction.lag.ms ({min}) > max.compaction.lag.ms ({max})"),
