@@ -43,7 +43,7 @@ pub struct FollowerState {
 /// The replication state of one partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReplicaState {
-    /// This broker (`BrokerId::NONE` on a standalone node).
+    /// This broker (`BrokerId::NONE` until the metadata gave the partition a role).
     pub local: BrokerId,
     pub role: Role,
     pub leader_epoch: i32,
@@ -97,7 +97,7 @@ impl ReplicaState {
     /// The in-sync replicas that `min.insync.replicas` = `configured` asks for here:
     /// never more than the partition has (Kafka's `effectiveMinIsr`), so a setting above
     /// a topic's replication factor — a broker-wide 2 and a topic of one replica, or a
-    /// standalone node — does not stop every write and every commit.
+    /// single node — does not stop every write and every commit.
     pub fn effective_min_insync(&self, configured: usize) -> usize {
         configured.min(self.replicas.len().max(1))
     }
@@ -125,7 +125,7 @@ impl ReplicaState {
         self.role = Role::Leader;
         self.apply_registration(registration);
         assert!(
-            self.local == BrokerId::NONE || self.isr.contains(&self.local),
+            self.isr.contains(&self.local),
             "a leader is in its ISR ({:?} leads with ISR {:?})",
             self.local,
             self.isr

@@ -36,8 +36,7 @@ impl AlterPartitionSender {
 }
 
 /// Sends the queued proposals to the active controller, all that are queued in one
-/// request, until shutdown. Without a quorum (a standalone node) there is nothing to
-/// change: every proposal is refused.
+/// request, until shutdown.
 pub async fn run(
     state: Arc<BrokerState>,
     mut proposals: AlterPartitionReceiver,
