@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
+use std::sync::OnceLock;
 
 use serde_json::Value;
 
@@ -29,8 +30,13 @@ const BROKER_SIDE: [&str; 7] = [
 ];
 
 /// Each workspace crate → the workspace crates and external crates it depends on for its
-/// build (normal dependencies; dev-dependencies are a test's business).
-fn normal_dependencies() -> BTreeMap<String, BTreeSet<String>> {
+/// build (normal dependencies; dev-dependencies are a test's business), read once.
+fn normal_dependencies() -> &'static BTreeMap<String, BTreeSet<String>> {
+    static GRAPH: OnceLock<BTreeMap<String, BTreeSet<String>>> = OnceLock::new();
+    GRAPH.get_or_init(read_normal_dependencies)
+}
+
+fn read_normal_dependencies() -> BTreeMap<String, BTreeSet<String>> {
     let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .args([
             "metadata",
@@ -94,7 +100,7 @@ fn every_crate_named_here_is_in_the_workspace() {
 fn tools_bench_testkit_and_client_never_link_the_broker() {
     let graph = normal_dependencies();
     for client in CLIENT_SIDE {
-        let linked = links(&graph, client);
+        let linked = links(graph, client);
         for broker in BROKER_SIDE.iter().filter(|c| **c != "strom-wire") {
             assert!(!linked.contains(*broker), "{client} links {broker}");
         }
@@ -103,7 +109,7 @@ fn tools_bench_testkit_and_client_never_link_the_broker() {
 
 #[test]
 fn metadata_is_pure() {
-    let linked = links(&normal_dependencies(), "strom-metadata");
+    let linked = links(normal_dependencies(), "strom-metadata");
     for runtime in [
         "tokio",
         "openraft",
@@ -117,7 +123,7 @@ fn metadata_is_pure() {
 
 #[test]
 fn the_controller_never_links_the_data_plane() {
-    let linked = links(&normal_dependencies(), "strom-controller");
+    let linked = links(normal_dependencies(), "strom-controller");
     for data_plane in [
         "strom-broker",
         "strom-coordinator",
@@ -135,7 +141,7 @@ fn the_controller_never_links_the_data_plane() {
 /// registration in, an ISR proposal out), so it can be run and tested without a quorum.
 #[test]
 fn the_data_plane_never_links_the_controller() {
-    let linked = links(&normal_dependencies(), "strom-replica");
+    let linked = links(normal_dependencies(), "strom-replica");
     for control in ["strom-controller", "openraft", "strom-broker"] {
         assert!(!linked.contains(control), "strom-replica links {control}");
     }
@@ -163,7 +169,7 @@ fn coordinators_write_only_through_the_replica_layer() {
 fn wire_and_log_do_no_network_io() {
     let graph = normal_dependencies();
     for name in ["strom-wire", "strom-log"] {
-        let linked = links(&graph, name);
+        let linked = links(graph, name);
         assert!(!linked.contains("tokio"), "{name} links tokio");
         let strom: Vec<_> = linked.iter().filter(|c| c.starts_with("strom-")).collect();
         assert!(

@@ -70,7 +70,7 @@ pub fn write(dir: &Path, hws: &HighWatermarks) -> std::io::Result<()> {
 
 /// Writes the high watermarks of every online partition of `hosted`, one file per log
 /// dir of `log_dirs` (a dir with no partition gets an empty file).
-pub fn checkpoint_all<'a>(log_dirs: &[PathBuf], hosted: impl Iterator<Item = &'a Arc<Partition>>) {
+pub fn checkpoint_all(log_dirs: &[PathBuf], hosted: impl IntoIterator<Item = Arc<Partition>>) {
     let mut by_dir: BTreeMap<PathBuf, HighWatermarks> = log_dirs
         .iter()
         .map(|d| (d.clone(), HighWatermarks::new()))

@@ -3,6 +3,8 @@
 //! dynamic configs, the keys it was started with, or the built-in default; the
 //! default-broker entity (an empty name) gets the cluster-wide dynamic defaults.
 
+use std::collections::BTreeMap;
+
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
 };
@@ -20,18 +22,23 @@ use crate::dynamic_config;
 use crate::topic_config::TOPIC_CONFIGS;
 use strom_wire::ApiError;
 
-fn entry(name: &str, value: String, source: i8, read_only: bool) -> DescribeConfigsResourceResult {
+fn entry(
+    name: &str,
+    value: Option<String>,
+    source: i8,
+    read_only: bool,
+) -> DescribeConfigsResourceResult {
     DescribeConfigsResourceResult::default()
         .with_name(StrBytes::from_string(name.to_string()))
-        .with_value(Some(StrBytes::from_string(value)))
+        .with_value(value.map(StrBytes::from_string))
         .with_read_only(read_only)
         .with_config_source(source)
 }
 
-fn synonym(name: &str, value: String, source: i8) -> DescribeConfigsSynonym {
+fn synonym(name: &str, value: Option<String>, source: i8) -> DescribeConfigsSynonym {
     DescribeConfigsSynonym::default()
         .with_name(StrBytes::from_string(name.to_string()))
-        .with_value(Some(StrBytes::from_string(value)))
+        .with_value(value.map(StrBytes::from_string))
         .with_source(source)
 }
 
@@ -48,12 +55,12 @@ fn topic_entries(
             let synonyms = if req.include_synonyms {
                 c.synonyms
                     .into_iter()
-                    .map(|s| synonym(s.name, s.value, s.source))
+                    .map(|s| synonym(s.name, Some(s.value), s.source))
                     .collect()
             } else {
                 Vec::new()
             };
-            entry(c.name, c.value, c.source, false)
+            entry(c.name, Some(c.value), c.source, false)
                 .with_config_type(c.config_type as i8)
                 .with_documentation(
                     req.include_documentation
@@ -84,50 +91,38 @@ fn broker_entries(
             ),
         ));
     }
+    // Each key with every layer that sets it, the first one winning: the layers come in
+    // Kafka's precedence, and a broker's built-in defaults come last.
     let layers = broker_layers(ctx.state, entity);
-    let keys: std::collections::BTreeSet<&String> = layers
-        .iter()
-        .flat_map(|(_, configs)| configs.keys())
-        .collect();
-    let set = keys.iter().map(|key| {
-        let set: Vec<(i8, &String)> = layers
-            .iter()
-            .filter_map(|(source, configs)| Some((*source, configs.get(*key)?)))
-            .collect();
-        let (source, value) = set[0];
-        let synonyms = if include_synonyms {
-            set.iter()
-                .map(|(source, value)| synonym(key, value.to_string(), *source))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        entry(key, value.clone(), source, !dynamic_config::is_dynamic(key)).with_synonyms(synonyms)
-    });
-    let mut entries: Vec<_> = set.collect();
+    let mut set: BTreeMap<&str, Vec<(i8, Option<String>)>> = BTreeMap::new();
+    for (source, configs) in &layers {
+        for (key, value) in configs {
+            set.entry(key)
+                .or_default()
+                .push((*source, Some(value.clone())));
+        }
+    }
     if entity.is_some() {
-        let unset = built_in_defaults().filter(|(key, _)| !keys.contains(&key.to_string()));
-        entries.extend(unset.map(|(key, value)| {
+        for (key, value) in built_in_defaults() {
+            set.entry(key)
+                .or_insert_with(|| vec![(DEFAULT_CONFIG, value)]);
+        }
+    }
+    Ok(set
+        .into_iter()
+        .map(|(key, layers)| {
             let synonyms = if include_synonyms {
-                vec![
-                    synonym(key, value.clone().unwrap_or_default(), DEFAULT_CONFIG)
-                        .with_value(value.clone().map(StrBytes::from_string)),
-                ]
+                layers
+                    .iter()
+                    .map(|(source, value)| synonym(key, value.clone(), *source))
+                    .collect()
             } else {
                 Vec::new()
             };
-            entry(
-                key,
-                String::new(),
-                DEFAULT_CONFIG,
-                !dynamic_config::is_dynamic(key),
-            )
-            .with_value(value.map(StrBytes::from_string))
-            .with_synonyms(synonyms)
-        }));
-    }
-    entries.sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
-    Ok(entries)
+            let (source, value) = layers.into_iter().next().expect("a key has a layer");
+            entry(key, value, source, !dynamic_config::is_dynamic(key)).with_synonyms(synonyms)
+        })
+        .collect())
 }
 
 /// Every broker key strom reads with the value a broker has when it is not given (`None`

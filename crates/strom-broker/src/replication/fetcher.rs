@@ -33,7 +33,7 @@ use strom_replica::partition::{FetchPosition, Partition};
 
 /// The Fetch version followers send: the first with `ReplicaState` (KIP-903).
 const FETCH_VERSION: i16 = 15;
-/// How long a connection attempt or a response may take beyond the fetch's own wait.
+/// How long a connection attempt, or a fetch with its wait on the leader, may take.
 const IO_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a partition waits after its leader first answered that the leadership is
 /// moving (it has not applied the metadata this follower acts on yet, a few milliseconds

@@ -57,11 +57,6 @@ impl Replication {
 
 /// Writes every log dir's `replication-offset-checkpoint` from the hosted partitions.
 pub fn checkpoint_high_watermarks(state: &BrokerState) {
-    let hosted: Vec<_> = state
-        .logs
-        .topics()
-        .iter()
-        .flat_map(|t| t.hosted())
-        .collect();
-    high_watermark_checkpoint::checkpoint_all(&state.config.log_dirs, hosted.iter());
+    let hosted = state.logs.topics().into_iter().flat_map(|t| t.hosted());
+    high_watermark_checkpoint::checkpoint_all(&state.config.log_dirs, hosted);
 }
