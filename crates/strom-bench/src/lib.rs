@@ -1,7 +1,8 @@
 //! `strom bench`: the seed experiments (reports 000 and 002) in one command, strom's
 //! figures printed beside the published ones, with JSON and HTML reports;
 //! `strom bench consumer-scaling` runs seed 004 the same way; `strom bench partitions`
-//! measures partition density on one broker (issue 8); `strom bench quorum` times metadata
+//! measures partition density on one broker (issue 8); `strom bench partitions-idle`
+//! what idle partitions cost replication (issue 40); `strom bench quorum` times metadata
 //! propagation and controller failover on a local cluster; `strom bench faults` checks
 //! that no acknowledged record is lost under kill -9, SIGTERM and SIGSTOP; `strom bench
 //! network` runs seed 001 on bandwidth-capped links; `strom bench controller` seed 003.
@@ -15,6 +16,7 @@ pub mod fault_watch;
 pub mod faults;
 pub mod network;
 pub mod partitions;
+pub mod partitions_idle;
 pub mod quorum;
 pub mod seeds;
 pub mod table;
@@ -45,6 +47,7 @@ use table::thousands;
 pub fn main(argv: Vec<String>) -> ExitCode {
     match argv.split_first() {
         Some((first, rest)) if first == "partitions" => partitions::main(rest),
+        Some((first, rest)) if first == "partitions-idle" => partitions_idle::main(rest),
         Some((first, rest)) if first == "quorum" => quorum::main(rest),
         Some((first, rest)) if first == "faults" => faults::main(rest),
         Some((first, rest)) if first == "catchup" => catchup::main(rest),

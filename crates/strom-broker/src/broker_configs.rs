@@ -546,6 +546,16 @@ pub static BROKER_CONFIGS: &[BrokerConfigDef] = &[
         doc: "The largest request frame a connection may send; a larger one closes the connection.",
         apply: |p, v| p.config.socket_request_max_bytes = num(v) as usize,
     },
+    BrokerConfigDef {
+        name: "strom.metrics.listener",
+        config_type: ConfigType::String,
+        default: "",
+        validator: Validator::Any,
+        importance: Importance::Low,
+        dynamic: false,
+        doc: "strom's own: the host:port where GET /metrics serves the broker's counters in Prometheus's text format (replica fetches and the partitions they read, fetcher requests, produced batches). Empty: not served.",
+        apply: |p, v| p.config.metrics_listener = (!v.is_empty()).then(|| v.to_string()),
+    },
 ];
 
 /// The definition of broker config `key`.

@@ -114,6 +114,8 @@ pub struct BrokerConfig {
     /// `connections.max.idle.ms`: a connection with no request in flight that sends
     /// nothing for this long is closed.
     pub connections_max_idle_ms: u64,
+    /// `strom.metrics.listener`: where `GET /metrics` is served, if anywhere.
+    pub metrics_listener: Option<String>,
     /// `group.min.session.timeout.ms`
     pub group_min_session_timeout_ms: i32,
     /// `group.max.session.timeout.ms`
@@ -267,6 +269,7 @@ impl BrokerConfig {
             fetch_max_bytes: 57_671_680,
             max_incremental_fetch_session_cache_slots: 1000,
             connections_max_idle_ms: 600_000,
+            metrics_listener: None,
             group_min_session_timeout_ms: 6_000,
             group_max_session_timeout_ms: 1_800_000,
             group_max_size: 1000,

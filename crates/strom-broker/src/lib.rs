@@ -25,6 +25,7 @@ pub mod memory;
 pub mod meta_properties;
 pub mod metadata_cache;
 pub mod metadata_loader;
+pub mod metrics;
 pub mod open_files_limit;
 pub mod properties;
 pub mod quorum_channel;

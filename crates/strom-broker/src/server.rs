@@ -22,6 +22,7 @@ use crate::dynamic_config::DynamicBrokerConfigs;
 use crate::log_manager::LogManager;
 use crate::memory::{MemoryTrimmer, TRIM_CHECK_INTERVAL_MS};
 use crate::metadata_cache::MetadataCache;
+use crate::metrics::{self, BrokerMetrics};
 use crate::quorum_channel::QuorumChannel;
 use crate::replication::alter_partition::{self, AlterPartitionSender};
 use crate::replication::{self, Replication};
@@ -186,6 +187,16 @@ impl Broker {
             .collect();
         let fetch_sessions =
             FetchSessionCache::new(self.config.max_incremental_fetch_session_cache_slots);
+        let metrics = Arc::new(BrokerMetrics::default());
+        if let Some(address) = &self.config.metrics_listener {
+            let bound = TcpListener::bind(address).await.map_err(|e| {
+                BrokerError::Io(std::io::Error::new(
+                    e.kind(),
+                    format!("cannot bind strom.metrics.listener {address}: {e}"),
+                ))
+            })?;
+            tokio::spawn(metrics::serve(bound, metrics.clone(), shutdown_rx.clone()));
+        }
         let state = Arc::new(BrokerState {
             replication: Replication::new(isr_changes.clone(), checkpointed, shutdown_rx.clone()),
             advertised,
@@ -197,6 +208,7 @@ impl Broker {
             quorum: quorum.clone(),
             fetch_sessions,
             dynamic_configs,
+            metrics,
         });
         tokio::spawn(alter_partition::run(
             state.clone(),

@@ -8,6 +8,7 @@ use crate::dynamic_config::DynamicBrokerConfigs;
 use crate::log_manager::LogManager;
 use crate::memory::MemoryTrimmer;
 use crate::metadata_cache::MetadataCache;
+use crate::metrics::BrokerMetrics;
 use crate::quorum_channel::QuorumChannel;
 use crate::replication::Replication;
 use strom_coordinator::group::GroupCoordinator;
@@ -32,6 +33,8 @@ pub struct BrokerState {
     pub fetch_sessions: FetchSessionCache,
     /// Dynamic broker configs (`kafka-configs --entity-type brokers --alter`).
     pub dynamic_configs: DynamicBrokerConfigs,
+    /// Counters served on `strom.metrics.listener`.
+    pub metrics: Arc<BrokerMetrics>,
 }
 
 impl BrokerState {

@@ -5,6 +5,14 @@
 //! an error). A consumer of thousands of partitions stops paying for all of them on
 //! every round trip.
 //!
+//! The broker's side costs what changed, too: an incremental fetch reads only the
+//! session's *active* partitions — those the request names, those whose
+//! [`PartitionWatch`] fired since the last answer (an append, a moved high watermark or
+//! log start, a new leader epoch, a deletion), and those the last answer left unsettled
+//! (it had news, an error, or a follower outside the ISR). A partition whose answer had
+//! nothing new and is settled rests until its watch fires, so the thousands of idle
+//! partitions a follower shares with its leader cost neither side anything per fetch.
+//!
 //! The request's `session_id` and `session_epoch` decide what it is:
 //!
 //! | session_id | epoch | meaning |
@@ -22,6 +30,7 @@
 //! all of them together at most [`MAX_CACHED_PARTITIONS`] partitions.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
@@ -29,6 +38,9 @@ use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 use uuid::Uuid;
+
+use crate::partition::Partition;
+use crate::partition_watch::{ChangeSet, PartitionWatch};
 
 /// Fetch v7+ carries session ids and epochs.
 pub const SESSIONS_SINCE: i16 = 7;
@@ -45,15 +57,20 @@ const INITIAL_EPOCH: i32 = 0;
 const FINAL_EPOCH: i32 = -1;
 
 /// A partition of a session: by topic id (v13+) or name (v7–12), and index.
-type PartitionKey = (Uuid, TopicName, i32);
+pub type PartitionKey = (Uuid, TopicName, i32);
 
-/// What a session remembers of one partition: the client's latest request for it and
-/// what the last answer told the client.
-#[derive(Debug, Clone)]
+/// What a session remembers of one partition: the client's latest request for it, what
+/// the last answer told the client, and the watch that marks it changed.
+#[derive(Debug)]
 struct CachedPartition {
     request: FetchPartition,
     high_watermark: i64,
     log_start_offset: i64,
+    /// The number of the last answer that returned records from it: partitions are read
+    /// in the order they last returned records, as Kafka moves them to the back, so a
+    /// response capped by `max_bytes` cannot starve the later ones.
+    last_returned: u64,
+    watch: Arc<PartitionWatch<PartitionKey>>,
 }
 
 #[derive(Debug)]
@@ -61,9 +78,12 @@ struct Session {
     /// The epoch the next incremental request must carry.
     next_epoch: i32,
     partitions: HashMap<PartitionKey, CachedPartition>,
-    /// The order partitions are read in: those that returned records move to the back,
-    /// as in Kafka, so a response capped by `max_bytes` cannot starve the later ones.
-    order: Vec<PartitionKey>,
+    /// The partitions the next incremental fetch reads (see the module doc).
+    active: HashSet<PartitionKey>,
+    /// The partitions whose watches fired.
+    changes: Arc<ChangeSet<PartitionKey>>,
+    /// Answers given, numbering them for `last_returned`.
+    answers: u64,
     last_used: Instant,
 }
 
@@ -72,28 +92,72 @@ impl Session {
         Self {
             next_epoch: 1,
             partitions: HashMap::new(),
-            order: Vec::new(),
+            active: HashSet::new(),
+            changes: ChangeSet::new(),
+            answers: 0,
             last_used: now,
         }
     }
 
     /// Adds `p` of topic `topic` (id and name as the request gave them) or takes its new
-    /// fetch position.
+    /// fetch position; either way it is read next.
     fn upsert(&mut self, topic: &FetchTopic, p: &FetchPartition) {
         let key = (topic.topic_id, topic.topic.clone(), p.partition);
         match self.partitions.get_mut(&key) {
             Some(cached) => cached.request = p.clone(),
             None => {
-                self.order.push(key.clone());
+                let watch = self.changes.watch(key.clone());
                 self.partitions.insert(
-                    key,
+                    key.clone(),
                     CachedPartition {
                         request: p.clone(),
                         high_watermark: -1,
                         log_start_offset: -1,
+                        last_returned: 0,
+                        watch,
                     },
                 );
             }
+        }
+        self.active.insert(key);
+    }
+
+    /// The request that reads the active partitions, least recently returning first.
+    fn active_request(&self, req: FetchRequest) -> FetchRequest {
+        let mut keys: Vec<&PartitionKey> = self.active.iter().collect();
+        keys.sort_unstable_by_key(|k| (self.partitions[*k].last_returned, *k));
+        // Consecutive partitions of one topic share an entry; a topic can appear more
+        // than once (as in Kafka's answers) when the order interleaves it with others.
+        let mut topics: Vec<FetchTopic> = Vec::new();
+        for key in keys {
+            let (topic_id, name, _) = key;
+            let request = self.partitions[key].request.clone();
+            match topics.last_mut() {
+                Some(t) if t.topic_id == *topic_id && t.topic == *name => {
+                    t.partitions.push(request)
+                }
+                _ => topics.push(
+                    FetchTopic::default()
+                        .with_topic_id(*topic_id)
+                        .with_topic(name.clone())
+                        .with_partitions(vec![request]),
+                ),
+            }
+        }
+        req.with_topics(topics)
+            .with_forgotten_topics_data(Vec::new())
+    }
+
+    /// The watches of the active partitions, for the fetch that reads them.
+    fn watch_active(&self) -> SessionWatch {
+        let watches = self
+            .active
+            .iter()
+            .map(|k| (k.clone(), self.partitions[k].watch.clone()))
+            .collect();
+        SessionWatch {
+            changes: self.changes.clone(),
+            watches,
         }
     }
 }
@@ -108,6 +172,49 @@ pub enum SessionUse {
     Full { id: i32 },
     /// An incremental fetch in session `id`: the answer holds changed partitions only.
     Incremental { id: i32 },
+}
+
+/// The watches of the partitions one session fetch reads, for its long poll: it registers
+/// each partition's watch before reading it, and waits on the session's changes.
+#[derive(Debug)]
+pub struct SessionWatch {
+    changes: Arc<ChangeSet<PartitionKey>>,
+    watches: HashMap<PartitionKey, Arc<PartitionWatch<PartitionKey>>>,
+}
+
+impl SessionWatch {
+    /// Registers the watch of `key`, which resolved to `partition`.
+    pub fn register(&self, key: &PartitionKey, partition: &Partition) {
+        if let Some(watch) = self.watches.get(key) {
+            watch.register(partition);
+        }
+    }
+
+    /// Waits until a partition of the session changes.
+    pub async fn changed(&self) {
+        self.changes.changed().await
+    }
+
+    /// Whether any partition of the session changed since this fetch was prepared.
+    pub fn has_changes(&self) -> bool {
+        self.changes.any(|_| true)
+    }
+
+    /// Whether a partition this fetch does not read has changed: the fetch then answers
+    /// at once, and the next one reads it.
+    pub fn others_changed(&self) -> bool {
+        self.changes.any(|k| !self.watches.contains_key(k))
+    }
+}
+
+/// A Fetch request as its session makes it: for an incremental fetch the session's
+/// active partitions, with the offsets it now holds.
+#[derive(Debug)]
+pub struct PreparedFetch {
+    pub request: FetchRequest,
+    pub how: SessionUse,
+    /// The session's watches (`None` without a session).
+    pub watch: Option<SessionWatch>,
 }
 
 /// The broker's fetch sessions.
@@ -134,20 +241,25 @@ impl FetchSessionCache {
     }
 
     /// Decides how `req` (of Fetch `version`) uses the sessions at `now`. For an
-    /// incremental fetch the returned request names every partition of the session, with
-    /// the offsets it now holds, so the rest of the Fetch handler reads them as it reads a
-    /// full request. A session the request does not match is FETCH_SESSION_ID_NOT_FOUND
-    /// or INVALID_FETCH_SESSION_EPOCH, as in Kafka.
+    /// incremental fetch the returned request names the session's active partitions (see
+    /// the module doc), with the offsets it now holds, so the rest of the Fetch handler
+    /// reads them as it reads a full request. A session the request does not match is
+    /// FETCH_SESSION_ID_NOT_FOUND or INVALID_FETCH_SESSION_EPOCH, as in Kafka.
     pub fn prepare(
         &self,
         req: FetchRequest,
         version: i16,
         now: Instant,
-    ) -> Result<(FetchRequest, SessionUse), ResponseError> {
+    ) -> Result<PreparedFetch, ResponseError> {
         let (id, epoch) = (req.session_id, req.session_epoch);
+        let sessionless = |request| PreparedFetch {
+            request,
+            how: SessionUse::Sessionless,
+            watch: None,
+        };
         // Most clients (librdkafka, kafkajs) never use sessions: they cost no lock.
         if version < SESSIONS_SINCE || (id == 0 && epoch == FINAL_EPOCH) {
-            return Ok((req, SessionUse::Sessionless));
+            return Ok(sessionless(req));
         }
         let mut inner = self.inner.lock();
         if epoch == FINAL_EPOCH || epoch == INITIAL_EPOCH {
@@ -155,10 +267,14 @@ impl FetchSessionCache {
                 inner.sessions.remove(&id);
             }
             if epoch == FINAL_EPOCH {
-                return Ok((req, SessionUse::Sessionless));
+                return Ok(sessionless(req));
             }
             let id = inner.open(self.max_slots, self.max_partitions, &req, now);
-            return Ok((req, SessionUse::Full { id }));
+            return Ok(PreparedFetch {
+                request: req,
+                how: SessionUse::Full { id },
+                watch: inner.sessions.get(&id).map(Session::watch_active),
+            });
         }
         let current = inner
             .sessions
@@ -176,48 +292,39 @@ impl FetchSessionCache {
                 session.upsert(topic, p);
             }
         }
-        if !req.forgotten_topics_data.is_empty() {
-            for forgotten in &req.forgotten_topics_data {
-                for index in &forgotten.partitions {
-                    let key = (forgotten.topic_id, forgotten.topic.clone(), *index);
-                    session.partitions.remove(&key);
-                }
+        for forgotten in &req.forgotten_topics_data {
+            for index in &forgotten.partitions {
+                let key = (forgotten.topic_id, forgotten.topic.clone(), *index);
+                session.partitions.remove(&key);
+                session.active.remove(&key);
             }
-            let partitions = &session.partitions;
-            session.order.retain(|k| partitions.contains_key(k));
+        }
+        for key in session.changes.take() {
+            if session.partitions.contains_key(&key) {
+                session.active.insert(key);
+            }
         }
         if others + session.partitions.len() > self.max_partitions {
             inner.sessions.remove(&id);
             return Err(ResponseError::FetchSessionIdNotFound);
         }
-        // Consecutive partitions of one topic share an entry; a topic can appear more
-        // than once (as in Kafka's answers) once rotation has interleaved it with others.
-        let mut topics: Vec<FetchTopic> = Vec::new();
-        for key in &session.order {
-            let (topic_id, name, _) = key;
-            let cached = &session.partitions[key];
-            match topics.last_mut() {
-                Some(t) if t.topic_id == *topic_id && t.topic == *name => {
-                    t.partitions.push(cached.request.clone())
-                }
-                _ => topics.push(
-                    FetchTopic::default()
-                        .with_topic_id(*topic_id)
-                        .with_topic(name.clone())
-                        .with_partitions(vec![cached.request.clone()]),
-                ),
-            }
-        }
-        let full = req
-            .with_topics(topics)
-            .with_forgotten_topics_data(Vec::new());
-        Ok((full, SessionUse::Incremental { id }))
+        Ok(PreparedFetch {
+            watch: Some(session.watch_active()),
+            request: session.active_request(req),
+            how: SessionUse::Incremental { id },
+        })
     }
 
     /// Finishes the answer to a request that [`Self::prepare`] decided `how` to serve:
-    /// names the session, remembers what each partition's answer told the client, and
-    /// for an incremental fetch leaves out the partitions with nothing new.
-    pub fn complete(&self, how: SessionUse, mut response: FetchResponse) -> FetchResponse {
+    /// names the session, remembers what each partition's answer told the client, lets
+    /// the partitions with nothing new rest unless they are `unsettled`, and for an
+    /// incremental fetch leaves those out of the answer.
+    pub fn complete(
+        &self,
+        how: SessionUse,
+        mut response: FetchResponse,
+        unsettled: &HashSet<PartitionKey>,
+    ) -> FetchResponse {
         let (id, incremental) = match how {
             SessionUse::Sessionless | SessionUse::Full { id: 0 } => return response,
             SessionUse::Full { id } => (id, false),
@@ -228,34 +335,28 @@ impl FetchSessionCache {
             // Evicted or closed while this fetch waited: the client opens another.
             return response.with_session_id(0);
         };
-        let mut returned = HashSet::new();
-        for topic in &response.responses {
-            for p in &topic.partitions {
-                if p.records.as_ref().is_some_and(|r| !r.is_empty()) {
-                    returned.insert((topic.topic_id, topic.topic.clone(), p.partition_index));
-                }
-            }
-        }
-        if !returned.is_empty() {
-            let (kept, moved): (Vec<_>, Vec<_>) = std::mem::take(&mut session.order)
-                .into_iter()
-                .partition(|k| !returned.contains(k));
-            session.order = kept;
-            session.order.extend(moved);
-        }
+        session.answers += 1;
+        let answer = session.answers;
         for topic in &mut response.responses {
             topic.partitions.retain(|p| {
                 let key = (topic.topic_id, topic.topic.clone(), p.partition_index);
                 let Some(cached) = session.partitions.get_mut(&key) else {
                     return true;
                 };
-                let news = p.error_code != 0
-                    || p.records.as_ref().is_some_and(|r| !r.is_empty())
-                    || p.diverging_epoch.epoch >= 0
-                    || p.high_watermark != cached.high_watermark
-                    || p.log_start_offset != cached.log_start_offset;
+                let returned = p.records.as_ref().is_some_and(|r| !r.is_empty());
+                // A full answer tells the client every partition's watermarks.
+                let moved = incremental
+                    && (p.high_watermark != cached.high_watermark
+                        || p.log_start_offset != cached.log_start_offset);
+                let news = p.error_code != 0 || returned || p.diverging_epoch.epoch >= 0 || moved;
                 cached.high_watermark = p.high_watermark;
                 cached.log_start_offset = p.log_start_offset;
+                if returned {
+                    cached.last_returned = answer;
+                }
+                if !news && !unsettled.contains(&key) {
+                    session.active.remove(&key);
+                }
                 news || !incremental
             });
         }
@@ -413,19 +514,27 @@ mod tests {
             .collect()
     }
 
+    /// Prepares `req` and returns the request to read and how.
+    fn prepare(cache: &FetchSessionCache, req: FetchRequest) -> (FetchRequest, SessionUse) {
+        let prepared = cache.prepare(req, V, Instant::now()).unwrap();
+        (prepared.request, prepared.how)
+    }
+
+    /// Completes `how` with every partition settled.
+    fn complete(cache: &FetchSessionCache, how: SessionUse, r: FetchResponse) -> FetchResponse {
+        cache.complete(how, r, &HashSet::new())
+    }
+
     #[test]
     fn a_session_sends_only_what_changed_and_answers_only_what_is_new() {
         let cache = FetchSessionCache::new(10);
-        let now = Instant::now();
-        let (req, how) = cache
-            .prepare(request(0, 0, &[(1, 0, 5), (1, 1, 7), (2, 0, 9)]), V, now)
-            .unwrap();
+        let (req, how) = prepare(&cache, request(0, 0, &[(1, 0, 5), (1, 1, 7), (2, 0, 9)]));
         let id = match how {
             SessionUse::Full { id } => id,
             other => panic!("{other:?}"),
         };
         assert!(id > 0);
-        let full = cache.complete(how, response(&req, &[(10, 0), (10, 0), (10, 0)]));
+        let full = complete(&cache, how, response(&req, &[(10, 0), (10, 0), (10, 0)]));
         assert_eq!((full.session_id, answered(&full).len()), (id, 3));
 
         // Only partition 1-1 moved on; 2-0 is forgotten.
@@ -433,32 +542,76 @@ mod tests {
         incremental.forgotten_topics_data = vec![ForgottenTopic::default()
             .with_topic_id(topic_id(2))
             .with_partitions(vec![0])];
-        let (req, how) = cache.prepare(incremental, V, now).unwrap();
+        let (req, how) = prepare(&cache, incremental);
         assert_eq!(how, SessionUse::Incremental { id });
-        assert_eq!(named(&req), vec![(1, 0, 5), (1, 1, 8)]);
-        // 1-0 has nothing new; 1-1 has records.
-        let answer = cache.complete(how, response(&req, &[(10, 0), (10, 100)]));
+        assert_eq!(
+            named(&req),
+            vec![(1, 1, 8)],
+            "1-0 had nothing new: it rests"
+        );
+        let answer = complete(&cache, how, response(&req, &[(10, 100)]));
         assert_eq!(answered(&answer), vec![(1, 1)]);
 
-        // A moved high watermark is news too; partitions that returned records go last.
-        let (req, how) = cache.prepare(request(id, 2, &[]), V, now).unwrap();
-        assert_eq!(named(&req), vec![(1, 0, 5), (1, 1, 8)]);
-        let answer = cache.complete(how, response(&req, &[(11, 0), (10, 0)]));
-        assert_eq!(answered(&answer), vec![(1, 0)]);
+        // 1-1 returned records and is read again, and has a moved high watermark, which
+        // is news too.
+        let (req, how) = prepare(&cache, request(id, 2, &[]));
+        assert_eq!(named(&req), vec![(1, 1, 8)]);
+        let answer = complete(&cache, how, response(&req, &[(11, 0)]));
+        assert_eq!(answered(&answer), vec![(1, 1)]);
+        let (req, how) = prepare(&cache, request(id, 3, &[]));
+        assert_eq!(named(&req), vec![(1, 1, 8)]);
+        let answer = complete(&cache, how, response(&req, &[(11, 0)]));
+        assert!(answered(&answer).is_empty());
+        let (req, _) = prepare(&cache, request(id, 4, &[]));
+        assert!(named(&req).is_empty(), "nothing changed: nothing is read");
+    }
+
+    #[test]
+    fn a_resting_partition_is_read_again_when_its_watch_fires_or_it_is_unsettled() {
+        let cache = FetchSessionCache::new(10);
+        let prepared = cache
+            .prepare(request(0, 0, &[(1, 0, 5), (1, 1, 7)]), V, Instant::now())
+            .unwrap();
+        let SessionUse::Full { id } = prepared.how else {
+            panic!("{:?}", prepared.how)
+        };
+        let watch = prepared.watch.expect("a session watches its partitions");
+        let key = (topic_id(1), TopicName::default(), 1);
+        let unsettled = HashSet::from([key.clone()]);
+        cache.complete(
+            prepared.how,
+            response(&prepared.request, &[(10, 0), (10, 0)]),
+            &unsettled,
+        );
+        let (req, how) = prepare(&cache, request(id, 1, &[]));
+        assert_eq!(
+            named(&req),
+            vec![(1, 1, 7)],
+            "an unsettled partition is read"
+        );
+        complete(&cache, how, response(&req, &[(10, 0)]));
+        let (req, how) = prepare(&cache, request(id, 2, &[]));
+        assert!(named(&req).is_empty());
+        complete(&cache, how, response(&req, &[]));
+
+        crate::partition_watch::Waiter::wake(&*watch.watches[&key]);
+        assert!(
+            !watch.others_changed(),
+            "the fetch that holds the watch reads 1-1"
+        );
+        let (req, _) = prepare(&cache, request(id, 3, &[]));
+        assert_eq!(named(&req), vec![(1, 1, 7)], "a fired watch makes it read");
     }
 
     #[test]
     fn partitions_that_returned_records_are_read_last_next_time() {
         let cache = FetchSessionCache::new(10);
-        let now = Instant::now();
-        let (req, how) = cache
-            .prepare(request(0, 0, &[(1, 0, 0), (1, 1, 0), (1, 2, 0)]), V, now)
-            .unwrap();
+        let (req, how) = prepare(&cache, request(0, 0, &[(1, 0, 0), (1, 1, 0), (1, 2, 0)]));
         let SessionUse::Full { id } = how else {
             panic!("{how:?}")
         };
-        cache.complete(how, response(&req, &[(10, 100), (10, 0), (10, 0)]));
-        let (req, _) = cache.prepare(request(id, 1, &[]), V, now).unwrap();
+        complete(&cache, how, response(&req, &[(10, 100), (10, 0), (10, 0)]));
+        let (req, _) = prepare(&cache, request(id, 1, &[(1, 1, 0), (1, 2, 0)]));
         assert_eq!(named(&req), vec![(1, 1, 0), (1, 2, 0), (1, 0, 0)]);
     }
 
@@ -470,18 +623,18 @@ mod tests {
             cache
                 .prepare(request(0, -1, &[(1, 0, 0)]), V, now)
                 .unwrap()
-                .1,
+                .how,
             SessionUse::Sessionless
         );
         assert_eq!(
             cache
                 .prepare(request(0, 0, &[(1, 0, 0)]), 6, now)
                 .unwrap()
-                .1,
+                .how,
             SessionUse::Sessionless,
             "Fetch v6 has no sessions"
         );
-        let SessionUse::Full { id } = cache.prepare(request(0, 0, &[]), V, now).unwrap().1 else {
+        let SessionUse::Full { id } = cache.prepare(request(0, 0, &[]), V, now).unwrap().how else {
             panic!("a session")
         };
         assert_eq!(
@@ -510,12 +663,12 @@ mod tests {
         };
         let now = Instant::now();
         let two = request(0, 0, &[(1, 0, 0), (1, 1, 0)]);
-        let SessionUse::Full { id } = cache.prepare(two.clone(), V, now).unwrap().1 else {
+        let SessionUse::Full { id } = cache.prepare(two.clone(), V, now).unwrap().how else {
             panic!("a session")
         };
         assert!(id > 0);
         assert_eq!(
-            cache.prepare(two, V, now).unwrap().1,
+            cache.prepare(two, V, now).unwrap().how,
             SessionUse::Full { id: 0 },
             "four partitions would pass the budget: no session"
         );
@@ -534,12 +687,12 @@ mod tests {
     fn a_full_cache_evicts_only_a_session_idle_for_two_minutes() {
         let cache = FetchSessionCache::new(1);
         let start = Instant::now();
-        let first = cache.prepare(request(0, 0, &[]), V, start).unwrap().1;
+        let first = cache.prepare(request(0, 0, &[]), V, start).unwrap().how;
         assert!(matches!(first, SessionUse::Full { id } if id > 0));
-        let busy = cache.prepare(request(0, 0, &[]), V, start).unwrap().1;
+        let busy = cache.prepare(request(0, 0, &[]), V, start).unwrap().how;
         assert_eq!(busy, SessionUse::Full { id: 0 }, "no free slot");
         let later = start + EVICTION_IDLE;
-        let second = cache.prepare(request(0, 0, &[]), V, later).unwrap().1;
+        let second = cache.prepare(request(0, 0, &[]), V, later).unwrap().how;
         assert!(matches!(second, SessionUse::Full { id } if id > 0) && second != first);
         assert_eq!(cache.len(), 1);
     }

@@ -25,6 +25,7 @@ use strom_wire::records::first_record_at_or_after;
 use tokio::sync::{watch, Notify};
 
 use crate::partition_state::{Registration, ReplicaState, Role};
+use crate::partition_watch::Waiter;
 use strom_wire::ApiError;
 
 /// What an acks=all produce waits on: the high watermark and whether this broker still
@@ -111,11 +112,11 @@ pub struct Partition {
     /// The last low watermark computed, published with the commit state.
     low_watermark: AtomicI64,
     commits: watch::Sender<CommitState>,
-    /// Long-polling fetches to wake on the next append or high-watermark move. Weak, so
-    /// a fetch that finished without being woken costs nothing once it is gone; dead
-    /// entries are pruned on every registration, so the list is bounded by the fetches
-    /// in flight.
-    waiters: Mutex<Vec<Weak<Notify>>>,
+    /// What to wake at the next change: long-polling fetches, and the watches of fetch
+    /// sessions and fetchers (see [`crate::partition_watch`]). Weak, so a waiter that is
+    /// gone costs nothing; dead entries are pruned on every registration, so the list is
+    /// bounded by the waiters alive.
+    waiters: Mutex<Vec<Weak<dyn Waiter>>>,
     /// Set when the topic is deleted, so fetches parked on it answer at once.
     deleted: AtomicBool,
 }
@@ -412,7 +413,7 @@ impl Partition {
         registration: Registration,
         initial_high_watermark: i64,
     ) -> Result<(), LogError> {
-        let moved = self.try_with_log(|log| {
+        let (new_epoch, moved) = self.try_with_log(|log| {
             let mut replica = self.replica.lock();
             if replica.local != local {
                 self.init_high_watermark(log, initial_high_watermark);
@@ -441,13 +442,14 @@ impl Partition {
                 replica.become_leader(registration, log.log_end_offset(), strom_wire::now_ms());
             }
             self.publish_commit_state(&replica);
-            Ok(self.advance_high_watermark(
+            let moved = self.advance_high_watermark(
                 &replica,
                 log.log_end_offset(),
                 log.config().min_insync_replicas,
-            ))
+            );
+            Ok((new_epoch, moved))
         })?;
-        if moved {
+        if new_epoch || moved {
             self.wake_waiters();
         }
         Ok(())
@@ -540,9 +542,10 @@ impl Partition {
 
     /// Records a follower's fetch from `fetch_offset` (the follower's log end) with its
     /// log start `log_start_offset`, sent by its incarnation `broker_epoch`, and moves the
-    /// high and low watermarks. Returns an ISR expansion to propose if the follower now
-    /// qualifies and is `isr_eligible` (see `MetadataImage::is_isr_eligible`), or
-    /// NOT_LEADER_OR_FOLLOWER for a broker that is not a replica.
+    /// high and low watermarks. Returns whether the follower is in the ISR and an ISR
+    /// expansion to propose if it now qualifies and is `isr_eligible` (see
+    /// `MetadataImage::is_isr_eligible`), or NOT_LEADER_OR_FOLLOWER for a broker that is
+    /// not a replica.
     pub fn record_follower_fetch(
         &self,
         follower: BrokerId,
@@ -550,7 +553,7 @@ impl Partition {
         fetch_offset: i64,
         log_start_offset: i64,
         isr_eligible: bool,
-    ) -> Result<Option<IsrProposal>, ApiError> {
+    ) -> Result<FollowerFetched, ApiError> {
         let (log_end, min_insync, local_log_start) = self
             .with_log(|log| {
                 (
@@ -582,8 +585,9 @@ impl Partition {
         self.update_low_watermark(&replica, local_log_start);
         let moved = self.advance_high_watermark(&replica, log_end, min_insync);
         let hw = self.high_watermark.load(Ordering::Acquire);
+        let in_isr = replica.isr.contains(&follower);
         let expanded = replica.expanded_isr(follower, hw).filter(|_| isr_eligible);
-        let proposal = expanded.map(|new_isr| {
+        let isr_proposal = expanded.map(|new_isr| {
             replica.pending_isr = Some(new_isr.clone());
             IsrProposal {
                 leader_epoch: replica.leader_epoch,
@@ -596,13 +600,17 @@ impl Partition {
         if moved {
             self.wake_waiters();
         }
-        Ok(proposal)
+        Ok(FollowerFetched {
+            in_isr,
+            isr_proposal,
+        })
     }
 
     /// An ISR shrink to propose if followers have lagged for `lag_time_max_ms`.
     pub fn maybe_shrink_isr(&self, lag_time_max_ms: i64) -> Option<IsrProposal> {
+        let log_end = self.with_log(|log| log.log_end_offset()).ok()?;
         let mut replica = self.replica.lock();
-        let new_isr = replica.shrunk_isr(strom_wire::now_ms(), lag_time_max_ms)?;
+        let new_isr = replica.shrunk_isr(log_end, strom_wire::now_ms(), lag_time_max_ms)?;
         replica.pending_isr = Some(new_isr.clone());
         Some(IsrProposal {
             leader_epoch: replica.leader_epoch,
@@ -796,16 +804,18 @@ impl Partition {
     fn wake_waiters(&self) {
         let waiters = std::mem::take(&mut *self.waiters.lock());
         for waiter in waiters.iter().filter_map(Weak::upgrade) {
-            waiter.notify_one();
+            waiter.wake();
         }
     }
 
-    /// Registers `waiter` to be notified at the next append or high-watermark move.
-    /// `Notify` keeps a permit, so one between this call and the wait is not missed.
-    pub fn register_waiter(&self, waiter: &Arc<Notify>) {
+    /// Registers `waiter` to be woken once, at the next change: an append, a moved high
+    /// watermark or log start, a new role or leader epoch, a deletion or a storage
+    /// failure. A `Notify` keeps a permit, so a wake between this call and the wait is
+    /// not missed.
+    pub fn register_waiter(&self, waiter: Weak<dyn Waiter>) {
         let mut waiters = self.waiters.lock();
         waiters.retain(|w| w.strong_count() > 0);
-        waiters.push(Arc::downgrade(waiter));
+        waiters.push(waiter);
     }
 
     /// Runs `f` with the log locked; an offline partition is a storage error.
@@ -869,12 +879,14 @@ impl Partition {
                     .and_then(FetchedRecords::of),
                 high_watermark,
                 log_start_offset: log.log_start_offset(),
+                readable_end: upper,
             }
         });
         read.unwrap_or_else(|offline| PartitionRead {
             records: Err(offline),
             high_watermark: -1,
             log_start_offset: -1,
+            readable_end: -1,
         })
     }
 
@@ -919,7 +931,7 @@ impl Partition {
     /// may still be truncated). Returns the new log start, which
     /// [`Self::wait_for_low_watermark`] then waits for on the ISR.
     pub fn delete_records_before(&self, offset: i64, now_ms: i64) -> Result<i64, ApiError> {
-        self.try_with_log(|log| {
+        let log_start = self.try_with_log(|log| {
             let replica = self.replica.lock();
             if !replica.is_leader() {
                 return Ok(Err(self.not_leader()));
@@ -938,7 +950,10 @@ impl Partition {
             let log_start = log.delete_records_before(offset, now_ms)?;
             self.update_low_watermark(&replica, log_start);
             Ok(Ok(log_start))
-        })?
+        })??;
+        // The followers learn the new log start from their next fetch answer.
+        self.wake_waiters();
+        Ok(log_start)
     }
 
     /// Recomputes the low watermark from the locked replication state and this log's
@@ -1023,12 +1038,24 @@ impl FetchedRecords {
     }
 }
 
-/// What a consumer's read of one partition returns.
+/// What the leader made of a follower's fetch.
+#[derive(Debug)]
+pub struct FollowerFetched {
+    /// The follower was in the ISR when it fetched.
+    pub in_isr: bool,
+    /// An ISR expansion to send to the controller.
+    pub isr_proposal: Option<IsrProposal>,
+}
+
+/// What a read of one partition returns.
 #[derive(Debug)]
 pub struct PartitionRead {
     pub records: Result<FetchedRecords, LogError>,
     pub high_watermark: i64,
     pub log_start_offset: i64,
+    /// Where this reader's records end: the log end for a follower, the high watermark
+    /// for a consumer. A read that returned nothing from below it was cut by a limit.
+    pub readable_end: i64,
 }
 
 /// ListOffsets' special timestamps.

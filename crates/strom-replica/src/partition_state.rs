@@ -270,16 +270,25 @@ impl ReplicaState {
 
     /// The ISR without the followers that have not caught up for `lag_time_max_ms`
     /// (Kafka's `getOutOfSyncReplicas`), when there are any and no change is in flight.
-    pub fn shrunk_isr(&self, now_ms: i64, lag_time_max_ms: i64) -> Option<Vec<BrokerId>> {
+    /// A follower whose log reaches the leader's end `log_end_offset` is caught up however
+    /// long ago it last fetched, as in Kafka's `isCaughtUp`: a fetch session does not name
+    /// an idle partition, so its followers' fetches are not recorded while nothing is
+    /// written (a follower that stops fetching is fenced by the controller instead).
+    pub fn shrunk_isr(
+        &self,
+        log_end_offset: i64,
+        now_ms: i64,
+        lag_time_max_ms: i64,
+    ) -> Option<Vec<BrokerId>> {
         if !self.is_leader() || self.pending_isr.is_some() {
             return None;
         }
         let lagging = |b: &BrokerId| {
             *b != self.local
-                && self
-                    .followers
-                    .get(b)
-                    .is_some_and(|f| now_ms - f.last_caught_up_ms > lag_time_max_ms)
+                && self.followers.get(b).is_some_and(|f| {
+                    f.log_end_offset < log_end_offset
+                        && now_ms - f.last_caught_up_ms > lag_time_max_ms
+                })
         };
         let isr: Vec<BrokerId> = self.isr.iter().copied().filter(|b| !lagging(b)).collect();
         assert!(
@@ -433,12 +442,21 @@ mod tests {
         // Broker 3 keeps fetching but never reaches the log end again.
         s.update_follower(BrokerId(2), 150, 150, 9_000);
         s.update_follower(BrokerId(3), 120, 150, 9_000);
-        assert_eq!(s.shrunk_isr(9_000, 10_000), None);
-        assert_eq!(s.shrunk_isr(12_001, 10_000), Some(b(&[1, 2])));
+        assert_eq!(s.shrunk_isr(150, 9_000, 10_000), None);
+        assert_eq!(s.shrunk_isr(150, 12_001, 10_000), Some(b(&[1, 2])));
         // A fetch reaching the log end as it was at the previous fetch counts as caught up
         // at that previous fetch.
         s.update_follower(BrokerId(3), 150, 170, 12_500);
         assert_eq!(s.followers[&BrokerId(3)].last_caught_up_ms, 9_000);
+    }
+
+    #[test]
+    fn a_follower_at_the_log_end_of_an_idle_partition_stays_in_the_isr() {
+        let mut s = leader_of(&[1, 2]);
+        s.update_follower(BrokerId(2), 100, 100, 2_000);
+        // Nothing written since: the fetch session does not name the partition again.
+        assert_eq!(s.shrunk_isr(100, 600_000, 10_000), None);
+        assert_eq!(s.shrunk_isr(101, 600_000, 10_000), Some(b(&[1])));
     }
 
     #[test]

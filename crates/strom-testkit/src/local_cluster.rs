@@ -6,7 +6,8 @@
 //! Each node's stdout (its ready lines) and stderr go to files in its directory, so the
 //! processes can outlive the command that started them; stderr keeps every incarnation's.
 
-use std::io::Write;
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -37,6 +38,9 @@ pub struct NodeInfo {
     pub port: u16,
     /// Controller listener port (0 for a broker-only node).
     pub controller_port: u16,
+    /// Where a broker serves `GET /metrics` (`strom.metrics.listener`; 0: not served).
+    #[serde(default)]
+    pub metrics_port: u16,
     pub dir: PathBuf,
     pub pid: Option<u32>,
     /// The address its listeners bind: loopback, or its own network namespace's.
@@ -114,6 +118,28 @@ impl NodeInfo {
     pub fn address(&self) -> String {
         format!("{}:{}", self.host, self.port)
     }
+
+    /// The broker's counters, read from `GET /metrics`, by name.
+    pub fn metrics(&self) -> Result<BTreeMap<String, u64>> {
+        let address = format!("{}:{}", self.host, self.metrics_port);
+        let mut stream = std::net::TcpStream::connect(&address)
+            .with_context(|| format!("connecting to node {}'s metrics on {address}", self.id))?;
+        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+        stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: strom\r\n\r\n")?;
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer)?;
+        let (_, body) = answer
+            .split_once("\r\n\r\n")
+            .with_context(|| format!("node {}'s metrics answer has no body", self.id))?;
+        Ok(body
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| {
+                let (name, value) = l.split_once(' ')?;
+                Some((name.to_string(), value.parse().ok()?))
+            })
+            .collect())
+    }
 }
 
 impl LocalCluster {
@@ -175,6 +201,11 @@ impl LocalCluster {
                     port(9092)?
                 },
                 controller_port: if role == Role::Broker { 0 } else { port(9093)? },
+                metrics_port: if role == Role::Controller {
+                    0
+                } else {
+                    port(9644)?
+                },
                 dir: dir.join(format!("node{id}")),
                 pid: None,
                 host: if network.is_some() {
@@ -229,6 +260,12 @@ impl LocalCluster {
                 format!("offsets.topic.replication.factor={offsets_replication}"),
                 format!("num.io.threads={io_threads}"),
             ];
+            if node.metrics_port != 0 {
+                lines.push(format!(
+                    "strom.metrics.listener={host}:{}",
+                    node.metrics_port
+                ));
+            }
             lines.extend(spec.extra.iter().cloned());
             let config = node.dir.join("server.properties");
             std::fs::write(&config, lines.join("\n") + "\n")?;

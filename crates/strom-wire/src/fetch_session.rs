@@ -68,6 +68,42 @@ impl<K: Hash + Eq + Ord + Clone, V: PartialEq + Clone> FetchSessionPlanner<K, V>
         (epoch, send, forgotten)
     }
 
+    /// [`Self::plan`] for a caller that knows which partitions may have changed since its
+    /// last plan: `updated` names them (a partition no longer in `wanted` is forgotten).
+    /// Within a session it costs what `updated` holds, not what `wanted` holds; without
+    /// one it is a full [`Self::plan`] of `wanted`.
+    pub fn plan_updates(
+        &mut self,
+        wanted: &HashMap<K, V>,
+        updated: impl IntoIterator<Item = K>,
+        sessions: bool,
+    ) -> (i32, Vec<(K, V)>, Vec<K>) {
+        if self.id == 0 || !sessions || self.reopening {
+            return self.plan(wanted.clone(), sessions);
+        }
+        let mut send = Vec::new();
+        let mut forgotten = Vec::new();
+        for key in updated {
+            match (wanted.get(&key), self.sent.get(&key)) {
+                (Some(at), Some(sent)) if at == sent => {}
+                (Some(at), _) => {
+                    self.sent.insert(key.clone(), at.clone());
+                    send.push((key, at.clone()));
+                }
+                (None, Some(_)) => {
+                    self.sent.remove(&key);
+                    forgotten.push(key);
+                }
+                (None, None) => {}
+            }
+        }
+        send.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        send.dedup_by(|a, b| a.0 == b.0);
+        forgotten.sort_unstable();
+        forgotten.dedup();
+        (self.epoch, send, forgotten)
+    }
+
     /// Takes the session id of the answer to the last plan: a new session starts at epoch
     /// 1, an existing one moves on by one (wrapping to 1), and no session after asking
     /// for one means the broker grants none.
@@ -211,5 +247,36 @@ mod tests {
         let mut none = FetchSessionPlanner::<i32, (i64, i32)>::default();
         none.reopen();
         assert_eq!(plan(&mut none, &[(0, 1)], true).0, 0);
+    }
+
+    #[test]
+    fn planning_only_the_updated_partitions_plans_what_a_full_comparison_would() {
+        let mut full = FetchSessionPlanner::default();
+        let mut updates = FetchSessionPlanner::default();
+        let first = wanted(&[(0, 10), (1, 20), (2, 30)]);
+        assert_eq!(
+            updates.plan_updates(&first, [], true),
+            full.plan(first.clone(), true),
+            "without a session every partition is sent"
+        );
+        full.answered(5);
+        updates.answered(5);
+        let second = wanted(&[(0, 15), (1, 20), (3, 40)]);
+        let planned = updates.plan_updates(&second, [0, 1, 2, 3], true);
+        assert_eq!(planned, full.plan(second.clone(), true));
+        assert_eq!(
+            (
+                planned.1.iter().map(|(p, _)| *p).collect::<Vec<_>>(),
+                planned.2
+            ),
+            (vec![0, 3], vec![2])
+        );
+        full.answered(5);
+        updates.answered(5);
+        assert_eq!(
+            updates.plan_updates(&second, [], true),
+            (2, vec![], vec![]),
+            "nothing updated: nothing sent"
+        );
     }
 }

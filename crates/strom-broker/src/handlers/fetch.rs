@@ -11,19 +11,22 @@
 //! by a polling loop. Limits follow Kafka: `partition_max_bytes` per partition,
 //! `max_bytes` for the response, and the first batch returned may exceed them so that a
 //! consumer always progresses (KIP-74). Incremental fetch sessions (KIP-227) are kept in
-//! [`crate::fetch_session`]: an incremental request is served as the full request its
-//! session stands for, and the answer is then cut to what changed.
+//! [`strom_replica::fetch_session`]: an incremental request reads only the session's
+//! active partitions (named, changed, or unsettled), the watches of its partitions wake
+//! its long poll, and the answer is then cut to what is new — so a fetch costs what
+//! changed, not what the session holds.
 //!
 //! Records are not copied into the response: each partition's batches go out as a range
 //! of their segment file, which the connection sends with `sendfile`, or, for a small
 //! read, as the buffer they were read into, written beside the encoded fields with one
 //! vectored write (see [`FetchedRecords`]).
 
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use std::collections::BTreeMap;
 
 use kafka_protocol::messages::fetch_response::{
     EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
@@ -36,7 +39,9 @@ use tokio::sync::Notify;
 
 use super::RequestContext;
 use crate::replica_manager;
+use strom_replica::fetch_session::{PartitionKey, SessionWatch};
 use strom_replica::partition::{FetchedRecords, Partition};
+use strom_replica::partition_watch::Waiter;
 use strom_wire::ApiError;
 
 /// Fetch v15+ names a follower in `ReplicaState` instead of `replica_id` (KIP-903).
@@ -60,9 +65,10 @@ pub async fn handle(
 ) -> (FetchResponse, TransferableRecords<FetchedRecords>) {
     let sessions = &ctx.state.fetch_sessions;
     match sessions.prepare(req, ctx.version, Instant::now()) {
-        Ok((req, session)) => {
-            let (response, records) = serve(ctx, &req).await;
-            (sessions.complete(session, response), records)
+        Ok(prepared) => {
+            let read = serve(ctx, &prepared.request, prepared.watch.as_ref()).await;
+            let response = sessions.complete(prepared.how, read.response, &read.unsettled);
+            (response, read.records)
         }
         Err(e) => (
             FetchResponse::default()
@@ -73,14 +79,11 @@ pub async fn handle(
     }
 }
 
-/// Answers `req` (for an incremental fetch, every partition of its session).
-async fn serve(
-    ctx: &RequestContext<'_>,
-    req: &FetchRequest,
-) -> (FetchResponse, TransferableRecords<FetchedRecords>) {
+/// Answers `req` (for an incremental fetch, the active partitions of its session, whose
+/// `watch` then wakes the long poll).
+async fn serve(ctx: &RequestContext<'_>, req: &FetchRequest, watch: Option<&SessionWatch>) -> Read {
     let wait_ms = (req.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP_MS);
     let deadline = Instant::now() + Duration::from_millis(wait_ms);
-    let waiter = Arc::new(Notify::new());
     let replica_id = if ctx.version >= REPLICA_STATE_SINCE {
         req.replica_state.replica_id.0
     } else {
@@ -94,26 +97,64 @@ async fn serve(
         -1
     };
     let partitions = resolve(ctx, req, follower.map(|f| (f, broker_epoch)));
+    let metrics = &ctx.state.metrics;
+    let count = |counter: &AtomicU64, n: usize| {
+        if follower.is_some() {
+            counter.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    };
+    count(&metrics.replica_fetch_requests, 1);
+    let waiter = Arc::new(Notify::new());
+    let sessionless: Weak<dyn Waiter> = Arc::downgrade(&waiter) as Weak<Notify>;
     loop {
-        for (_, _, p) in &partitions {
+        for requested in &partitions {
             if let Ok(Resolved {
                 partition,
                 diverging: None,
-            }) = p
+                ..
+            }) = &requested.resolved
             {
-                partition.register_waiter(&waiter);
+                match watch {
+                    Some(watch) => watch.register(&requested.key, partition),
+                    None => partition.register_waiter(sessionless.clone()),
+                }
             }
         }
-        let (response, records, bytes, has_error) =
-            read_all(ctx, req, &partitions, follower.is_some());
+        count(&metrics.replica_fetch_partitions_read, partitions.len());
+        let read = read_all(ctx, req, &partitions, follower.is_some());
         let now = Instant::now();
         let diverged = partitions
             .iter()
-            .any(|(_, _, p)| matches!(p, Ok(r) if r.diverging.is_some()));
-        if bytes >= req.min_bytes.max(0) as usize || has_error || diverged || now >= deadline {
-            return (response, records);
+            .any(|p| matches!(&p.resolved, Ok(r) if r.diverging.is_some()));
+        let others_changed = watch.is_some_and(SessionWatch::others_changed);
+        if read.bytes >= req.min_bytes.max(0) as usize
+            || read.has_error
+            || diverged
+            || others_changed
+            || now >= deadline
+        {
+            return read;
         }
-        let _ = tokio::time::timeout(deadline - now, waiter.notified()).await;
+        wait_for_change(watch, &waiter, deadline).await;
+        count(&metrics.replica_fetch_wakeups, 1);
+    }
+}
+
+/// Waits until a partition read changes or `deadline` passes. A session's watches also
+/// wake it for a change before this fetch began (its set keeps a permit): that wait
+/// goes on, so such a change costs no second read.
+async fn wait_for_change(watch: Option<&SessionWatch>, waiter: &Notify, deadline: Instant) {
+    let Some(watch) = watch else {
+        let _ = tokio::time::timeout_at(deadline.into(), waiter.notified()).await;
+        return;
+    };
+    while tokio::time::timeout_at(deadline.into(), watch.changed())
+        .await
+        .is_ok()
+    {
+        if watch.has_changes() {
+            return;
+        }
     }
 }
 
@@ -122,10 +163,20 @@ async fn serve(
 struct Resolved {
     partition: Arc<Partition>,
     diverging: Option<(i32, i64)>,
+    /// A consumer, or a follower in the ISR: nothing more is due to it while the
+    /// partition is unchanged. A follower outside the ISR keeps its partition read at
+    /// every fetch of its session, so it joins once it may.
+    settled: bool,
 }
 
-/// (topic index in the request, partition index, the partition or why it is not served).
-type Requested = (usize, i32, Result<Resolved, ApiError>);
+/// One partition of the request.
+struct Requested {
+    /// Its topic's index in the request.
+    topic: usize,
+    /// How its session names it.
+    key: PartitionKey,
+    resolved: Result<Resolved, ApiError>,
+}
 
 /// Looks up every requested partition once, checks the request's leader epoch, and for a
 /// follower (its id and broker epoch) checks its last fetched epoch and records its fetch
@@ -156,6 +207,7 @@ fn resolve(
                     return Ok(Resolved {
                         partition,
                         diverging: None,
+                        settled: true,
                     });
                 };
                 if p.last_fetched_epoch >= 0 {
@@ -166,16 +218,18 @@ fn resolve(
                         return Ok(Resolved {
                             partition,
                             diverging: Some((epoch, end)),
+                            settled: false,
                         });
                     }
                 }
-                if let Some(proposal) = partition.record_follower_fetch(
+                let fetched = partition.record_follower_fetch(
                     follower,
                     broker_epoch,
                     p.fetch_offset,
                     p.log_start_offset,
                     isr_eligible,
-                )? {
+                )?;
+                if let Some(proposal) = fetched.isr_proposal {
                     ctx.state
                         .replication
                         .isr_changes
@@ -184,28 +238,39 @@ fn resolve(
                 Ok(Resolved {
                     partition,
                     diverging: None,
+                    settled: fetched.in_isr,
                 })
             });
-            out.push((ti, p.partition, resolved));
+            out.push(Requested {
+                topic: ti,
+                key: (topic.topic_id, topic.topic.clone(), p.partition),
+                resolved,
+            });
         }
     }
     out
 }
 
-/// Reads every partition once. Returns the response, the file ranges its records stand
-/// for, the record bytes in it and whether any partition had an error (which ends the
-/// wait, as in Kafka).
+/// One read of every partition: the response, the file ranges its records stand for,
+/// the record bytes in it, whether any partition had an error (which ends the wait, as
+/// in Kafka), and the partitions a session must read again even with nothing new (see
+/// [`Resolved::settled`], and a read cut short by the response's limit).
+struct Read {
+    response: FetchResponse,
+    records: TransferableRecords<FetchedRecords>,
+    bytes: usize,
+    has_error: bool,
+    unsettled: HashSet<PartitionKey>,
+}
+
+/// Reads every partition once.
 fn read_all(
     ctx: &RequestContext<'_>,
     req: &FetchRequest,
     partitions: &[Requested],
     follower: bool,
-) -> (
-    FetchResponse,
-    TransferableRecords<FetchedRecords>,
-    usize,
-    bool,
-) {
+) -> Read {
+    let mut unsettled = HashSet::new();
     let mut transferable = TransferableRecords::default();
     let mut remaining = (req.max_bytes.max(0) as usize).min(ctx.state.config.fetch_max_bytes);
     let mut total = 0usize;
@@ -224,14 +289,19 @@ fn read_all(
         .collect();
     let mut requested = req.topics.iter().flat_map(|t| t.partitions.iter());
     let mut endpoints = BTreeMap::new();
-    for (ti, index, partition) in partitions {
+    for Requested {
+        topic: ti,
+        key,
+        resolved,
+    } in partitions
+    {
         let spec = requested.next().expect("one spec per resolved partition");
         let data = PartitionData::default()
-            .with_partition_index(*index)
+            .with_partition_index(spec.partition)
             .with_preferred_read_replica(kafka_protocol::messages::BrokerId(-1));
         let deleted =
-            matches!(partition, Ok(r) if r.partition.is_deleted()).then(ApiError::unknown_topic);
-        let data = match deleted.as_ref().map_or(partition.as_ref(), Err) {
+            matches!(resolved, Ok(r) if r.partition.is_deleted()).then(ApiError::unknown_topic);
+        let data = match deleted.as_ref().map_or(resolved.as_ref(), Err) {
             Err(e) => {
                 has_error = true;
                 let hint = (ctx.version >= CURRENT_LEADER_SINCE
@@ -247,7 +317,7 @@ fn read_all(
                     } else {
                         topic.topic.to_string()
                     };
-                    replica_manager::leader_hint(ctx.state, &name, *index, ctx.listener)
+                    replica_manager::leader_hint(ctx.state, &name, spec.partition, ctx.listener)
                 })
                 .flatten();
                 let current = super::leader_hint!(LeaderIdAndEpoch, NodeEndpoint, hint, endpoints);
@@ -261,6 +331,7 @@ fn read_all(
             Ok(Resolved {
                 partition: p,
                 diverging: Some((epoch, end_offset)),
+                ..
             }) => data
                 .with_high_watermark(p.high_watermark())
                 .with_last_stable_offset(p.high_watermark())
@@ -274,9 +345,15 @@ fn read_all(
             Ok(Resolved {
                 partition: p,
                 diverging: None,
+                settled,
             }) => {
                 let limit = (spec.partition_max_bytes.max(0) as usize).min(remaining);
                 let read = p.read(spec.fetch_offset, limit, total == 0, follower);
+                let unread = read.records.as_ref().is_ok_and(|r| r.is_empty())
+                    && spec.fetch_offset < read.readable_end;
+                if !settled || unread {
+                    unsettled.insert(key.clone());
+                }
                 let data = data
                     .with_high_watermark(read.high_watermark)
                     .with_last_stable_offset(read.high_watermark)
@@ -312,12 +389,13 @@ fn read_all(
     } else {
         Vec::new()
     };
-    (
-        FetchResponse::default()
+    Read {
+        response: FetchResponse::default()
             .with_responses(topics)
             .with_node_endpoints(endpoints),
-        transferable,
-        total,
+        records: transferable,
+        bytes: total,
         has_error,
-    )
+        unsettled,
+    }
 }

@@ -53,6 +53,10 @@ pub async fn handle(ctx: &RequestContext<'_>, req: ProduceRequest) -> Option<Pro
                 None => replica_manager::leader(ctx.state, &topic.name, data.index).and_then(|p| {
                     let records = data.records.as_deref().unwrap_or_default();
                     let (info, commit) = p.append_as_leader(records, acks)?;
+                    ctx.state
+                        .metrics
+                        .produce_appends
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     if acks == -1 {
                         commits.push((appended.len(), results.len(), p, commit));
                     }

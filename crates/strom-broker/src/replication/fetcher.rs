@@ -10,6 +10,7 @@
 //! neither side anything per round trip.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -30,6 +31,7 @@ use uuid::Uuid;
 use crate::replication_config::ReplicationConfig;
 use crate::BrokerState;
 use strom_replica::partition::{FetchPosition, Partition};
+use strom_replica::partition_watch::{ChangeSet, PartitionWatch};
 
 /// The Fetch version followers send: the first with `ReplicaState` (KIP-903).
 const FETCH_VERSION: i16 = 15;
@@ -42,14 +44,26 @@ const IO_TIMEOUT: Duration = Duration::from_secs(30);
 /// to that backoff.
 const LEADERSHIP_MOVING_BACKOFF: Duration = Duration::from_millis(20);
 
-/// A followed partition, keyed by (topic, index).
-type Followed = BTreeMap<(String, i32), Arc<Partition>>;
+/// A followed partition: (topic, index).
+type Key = (String, i32);
+/// How a fetch names a partition: (topic id, index).
+type FetchKey = (Uuid, i32);
+/// The followed partitions by key.
+type Followed = BTreeMap<Key, Arc<Partition>>;
+
+/// What [`ReplicaFetcherManager::follow`] hands one fetcher.
+#[derive(Debug, Default)]
+struct Handoff {
+    partitions: Mutex<Followed>,
+    /// Bumped whenever `partitions` changes, so the fetcher compares the sets only then.
+    generation: AtomicU64,
+    changed: Notify,
+}
 
 /// One fetcher: the partitions it fetches from one source broker, and its task.
 #[derive(Debug)]
 struct Fetcher {
-    partitions: Arc<Mutex<Followed>>,
-    changed: Arc<Notify>,
+    handoff: Arc<Handoff>,
     task: JoinHandle<()>,
 }
 
@@ -85,7 +99,8 @@ impl ReplicaFetcherManager {
         for (key, partitions) in wanted {
             match fetchers.get(&key) {
                 Some(fetcher) => {
-                    let mut current = fetcher.partitions.lock();
+                    let handoff = &fetcher.handoff;
+                    let mut current = handoff.partitions.lock();
                     let same = current.len() == partitions.len()
                         && current
                             .iter()
@@ -93,31 +108,27 @@ impl ReplicaFetcherManager {
                             .all(|((a, pa), (b, pb))| a == b && Arc::ptr_eq(pa, pb));
                     if !same {
                         *current = partitions;
-                        fetcher.changed.notify_one();
+                        handoff.generation.fetch_add(1, Ordering::AcqRel);
+                        handoff.changed.notify_one();
                     }
                 }
                 None => {
-                    let partitions = Arc::new(Mutex::new(partitions));
-                    let changed = Arc::new(Notify::new());
+                    let handoff = Arc::new(Handoff {
+                        partitions: Mutex::new(partitions),
+                        generation: AtomicU64::new(1),
+                        changed: Notify::new(),
+                    });
                     let task = state.replication.runtime.spawn(run_fetcher(
                         state.clone(),
                         key.0,
-                        partitions.clone(),
-                        changed.clone(),
+                        handoff.clone(),
                     ));
                     tracing::info!(
                         source = key.0 .0,
                         fetcher = key.1,
                         "replica fetcher started"
                     );
-                    fetchers.insert(
-                        key,
-                        Fetcher {
-                            partitions,
-                            changed,
-                            task,
-                        },
-                    );
+                    fetchers.insert(key, Fetcher { handoff, task });
                 }
             }
         }
@@ -132,7 +143,7 @@ impl ReplicaFetcherManager {
 }
 
 /// The fetcher a partition goes to (Kafka hashes the topic and partition).
-fn fetcher_id(key: &(String, i32), fetchers: usize) -> usize {
+fn fetcher_id(key: &Key, fetchers: usize) -> usize {
     let hash = key.0.bytes().fold(key.1 as u32, |h, b| {
         h.wrapping_mul(31).wrapping_add(u32::from(b))
     });
@@ -141,54 +152,47 @@ fn fetcher_id(key: &(String, i32), fetchers: usize) -> usize {
 
 /// One fetcher's loop: fetch every partition it follows from `source`, apply the answer,
 /// repeat; back off `replica.fetch.backoff.ms` after a failure.
-async fn run_fetcher(
-    state: Arc<BrokerState>,
-    source: BrokerId,
-    partitions: Arc<Mutex<Followed>>,
-    changed: Arc<Notify>,
-) {
-    FetcherTask::new(state, source, partitions, changed)
-        .run()
-        .await
+async fn run_fetcher(state: Arc<BrokerState>, source: BrokerId, handoff: Arc<Handoff>) {
+    FetcherTask::new(state, source, handoff).run().await
 }
 
-/// What one fetcher keeps between its fetches (Kafka's `ReplicaFetcherThread`).
+/// What one fetcher keeps between its fetches (Kafka's `ReplicaFetcherThread`). Each
+/// round costs what changed since the last: the partitions the last answer moved, those
+/// whose watch fired (a new leader epoch, a deletion), those due again after a backoff,
+/// and those handed over or taken away. An idle partition costs nothing.
 struct FetcherTask {
     state: Arc<BrokerState>,
     source: BrokerId,
-    /// The partitions `ReplicaFetcherManager::follow` hands this fetcher.
-    partitions: Arc<Mutex<Followed>>,
-    /// Notified when `partitions` changes.
-    changed: Arc<Notify>,
+    handoff: Arc<Handoff>,
+    /// The handoff's partitions as of `generation`.
+    followed: Followed,
+    generation: u64,
+    /// Each followed partition's watch, and the set they mark.
+    watches: HashMap<Key, Arc<PartitionWatch<Key>>>,
+    changes: Arc<ChangeSet<Key>>,
+    /// Partitions whose fetch position is looked up again before the next fetch.
+    stale: HashSet<Key>,
+    /// What the fetches ask of each partition, and the position each asks from.
+    wanted: HashMap<FetchKey, FetchPartition>,
+    positions: HashMap<FetchKey, (Arc<Partition>, FetchPosition)>,
+    /// How each wanted partition is named in a fetch.
+    fetch_keys: HashMap<Key, FetchKey>,
+    /// The entries of `wanted` changed since the last fetch.
+    updated: HashSet<FetchKey>,
     config: ReplicationConfig,
     backoff: Duration,
     client_id: String,
     connection: Option<Arc<Connection>>,
     /// Partitions held back after a failed fetch of theirs, until the instant given.
-    delayed: BTreeMap<(String, i32), Instant>,
+    delayed: BTreeMap<Key, Instant>,
     /// Successive "leadership moving" refusals of each partition, which its retry doubles on.
-    refusals: HashMap<(String, i32), u32>,
-    session: FetchSessionPlanner<(Uuid, i32), FetchPartition>,
+    refusals: HashMap<Key, u32>,
+    session: FetchSessionPlanner<FetchKey, FetchPartition>,
     shutdown: watch::Receiver<bool>,
 }
 
-/// The partitions one fetch asks for.
-struct Round {
-    /// Every partition the fetcher followed when the round was planned.
-    followed: Vec<Arc<Partition>>,
-    /// What the fetch asks of each partition, by (topic id, index).
-    wanted: HashMap<(Uuid, i32), FetchPartition>,
-    /// Each partition asked for and the position it was asked from.
-    requested: BTreeMap<(Uuid, i32), (Arc<Partition>, FetchPosition)>,
-}
-
 impl FetcherTask {
-    fn new(
-        state: Arc<BrokerState>,
-        source: BrokerId,
-        partitions: Arc<Mutex<Followed>>,
-        changed: Arc<Notify>,
-    ) -> Self {
+    fn new(state: Arc<BrokerState>, source: BrokerId, handoff: Arc<Handoff>) -> Self {
         let config = state.config.replication.clone();
         Self {
             backoff: Duration::from_millis(config.fetch_backoff_ms),
@@ -197,8 +201,16 @@ impl FetcherTask {
             config,
             state,
             source,
-            partitions,
-            changed,
+            handoff,
+            followed: Followed::new(),
+            generation: 0,
+            watches: HashMap::new(),
+            changes: ChangeSet::new(),
+            stale: HashSet::new(),
+            wanted: HashMap::new(),
+            positions: HashMap::new(),
+            fetch_keys: HashMap::new(),
+            updated: HashSet::new(),
             connection: None,
             delayed: BTreeMap::new(),
             refusals: HashMap::new(),
@@ -208,82 +220,132 @@ impl FetcherTask {
 
     async fn run(mut self) {
         while !*self.shutdown.borrow() {
-            let round = self.plan_round();
-            if round.requested.is_empty() {
+            self.take_handoff();
+            self.refresh_positions();
+            if self.wanted.is_empty() {
                 self.wait_for_partitions().await;
                 continue;
             }
             if !self.connect().await {
                 continue;
             }
-            let request = self.fetch_request(round.wanted);
-            let Some(response) = self.send(&request, &round.followed).await else {
+            let request = self.fetch_request();
+            let Some(response) = self.send(&request).await else {
                 continue;
             };
-            self.apply_response(response, &round.requested);
+            self.apply_response(response);
         }
     }
 
-    /// The partitions to fetch now: those that follow `source`, are not held back, and
-    /// are still the hosted partition of their topic.
-    fn plan_round(&mut self) -> Round {
-        let followed: Vec<Arc<Partition>> = self.partitions.lock().values().cloned().collect();
+    /// Takes the partitions handed over since the last round: those added, replaced or
+    /// taken away are looked up again.
+    fn take_handoff(&mut self) {
+        let generation = self.handoff.generation.load(Ordering::Acquire);
+        if generation == self.generation {
+            return;
+        }
+        self.generation = generation;
+        let handed = self.handoff.partitions.lock().clone();
+        for (key, p) in &self.followed {
+            if !handed.get(key).is_some_and(|h| Arc::ptr_eq(h, p)) {
+                self.stale.insert(key.clone());
+            }
+        }
+        for (key, p) in &handed {
+            if !self.followed.get(key).is_some_and(|f| Arc::ptr_eq(f, p)) {
+                self.stale.insert(key.clone());
+            }
+        }
+        self.followed = handed;
+    }
+
+    /// Looks up the position of every stale partition, of those whose watch fired and of
+    /// those due again after a backoff.
+    fn refresh_positions(&mut self) {
         let now = Instant::now();
-        self.delayed.retain(|_, until| *until > now);
-        let mut wanted = HashMap::new();
-        let mut requested = BTreeMap::new();
-        for p in &followed {
-            if self.delayed.contains_key(&(p.topic.clone(), p.index)) {
-                continue;
+        let stale = &mut self.stale;
+        self.delayed.retain(|key, until| {
+            let held = *until > now;
+            if !held {
+                stale.insert(key.clone());
             }
-            // A partition whose leader moved away from `source` waits for `follow` to
-            // hand it to the right fetcher. The topic id comes from the hosted topic: the
-            // metadata image naming a new topic is published after its partitions are
-            // handed to the fetchers.
-            let Some(topic) = self.state.logs.topic(&p.topic).filter(|t| {
-                t.partition(p.index)
-                    .is_some_and(|hosted| Arc::ptr_eq(&hosted, p))
-            }) else {
-                // A deleted topic's partition (perhaps re-created under its name since)
-                // is never fetched with another topic's id.
-                continue;
-            };
-            let Ok(Some(at)) = p.follower_fetch_position() else {
-                continue;
-            };
-            if at.leader != self.source {
-                continue;
-            }
-            let fetch = FetchPartition::default()
-                .with_partition(p.index)
-                .with_current_leader_epoch(at.leader_epoch)
-                .with_fetch_offset(at.fetch_offset)
-                .with_last_fetched_epoch(at.last_fetched_epoch)
-                .with_log_start_offset(at.log_start_offset)
-                .with_partition_max_bytes(self.config.fetch_max_bytes);
-            wanted.insert((topic.id, p.index), fetch);
-            requested.insert((topic.id, p.index), (p.clone(), at));
-        }
-        Round {
-            followed,
-            wanted,
-            requested,
+            held
+        });
+        self.stale.extend(self.changes.take());
+        let planned = self.stale.len() as u64;
+        self.state
+            .metrics
+            .fetcher_partitions_planned
+            .fetch_add(planned, Ordering::Relaxed);
+        for key in std::mem::take(&mut self.stale) {
+            self.refresh(key);
         }
     }
 
-    /// Nothing to fetch: waits for new partitions, the first held-back one to be due, or
-    /// shutdown.
+    /// Looks up where partition `key` is fetched from now, if at all. A partition that
+    /// cannot be asked for yet (its topic not hosted yet, its log offline) stays stale and
+    /// is looked up again next round.
+    fn refresh(&mut self, key: Key) {
+        if let Some(fetch_key) = self.fetch_keys.remove(&key) {
+            self.wanted.remove(&fetch_key);
+            self.positions.remove(&fetch_key);
+            self.updated.insert(fetch_key);
+        }
+        let Some(p) = self.followed.get(&key).cloned() else {
+            self.watches.remove(&key);
+            return;
+        };
+        if self.delayed.contains_key(&key) {
+            return;
+        }
+        let changes = &self.changes;
+        self.watches
+            .entry(key.clone())
+            .or_insert_with(|| changes.watch(key.clone()))
+            .register(&p);
+        // A partition whose leader moved away from `source` waits for `follow` to hand it
+        // to the right fetcher. The topic id comes from the hosted topic: the metadata
+        // image naming a new topic is published after its partitions are handed to the
+        // fetchers. A deleted topic's partition (perhaps re-created under its name since)
+        // is never fetched with another topic's id.
+        let hosted = self.state.logs.topic(&p.topic).filter(|t| {
+            t.partition(p.index)
+                .is_some_and(|hosted| Arc::ptr_eq(&hosted, &p))
+        });
+        let (Some(topic), Ok(position)) = (hosted, p.follower_fetch_position()) else {
+            self.stale.insert(key);
+            return;
+        };
+        let Some(at) = position.filter(|at| at.leader == self.source) else {
+            return;
+        };
+        let fetch = FetchPartition::default()
+            .with_partition(p.index)
+            .with_current_leader_epoch(at.leader_epoch)
+            .with_fetch_offset(at.fetch_offset)
+            .with_last_fetched_epoch(at.last_fetched_epoch)
+            .with_log_start_offset(at.log_start_offset)
+            .with_partition_max_bytes(self.config.fetch_max_bytes);
+        let fetch_key = (topic.id, p.index);
+        self.wanted.insert(fetch_key, fetch);
+        self.positions.insert(fetch_key, (p, at));
+        self.fetch_keys.insert(key, fetch_key);
+        self.updated.insert(fetch_key);
+    }
+
+    /// Nothing to fetch: waits for new partitions, a watched one to change, the first
+    /// held-back or stale one to be due, or shutdown.
     async fn wait_for_partitions(&mut self) {
         let wait = self.delayed.values().min().map_or(self.backoff, |due| {
             due.saturating_duration_since(Instant::now())
         });
         tokio::select! {
-            _ = self.changed.notified() => {}
+            _ = self.handoff.changed.notified() => {}
+            _ = self.changes.changed() => {}
             _ = tokio::time::sleep(wait) => {}
             _ = self.shutdown.changed() => {}
         }
     }
-
     /// Connects to `source` on the inter-broker listener unless connected; false (after
     /// the backoff) when that fails or the image has no such endpoint.
     async fn connect(&mut self) -> bool {
@@ -318,15 +380,17 @@ impl FetcherTask {
         false
     }
 
-    /// The Fetch for `wanted` in this fetcher's session: the partitions whose position
-    /// moved, and those forgotten since the last one.
-    fn fetch_request(&mut self, wanted: HashMap<(Uuid, i32), FetchPartition>) -> FetchRequest {
-        let broker_epoch = self
-            .state
-            .quorum
-            .epoch
-            .load(std::sync::atomic::Ordering::Acquire);
-        let (session_epoch, send, forgotten) = self.session.plan(wanted, true);
+    /// The next Fetch in this fetcher's session: the partitions whose position moved,
+    /// and those forgotten since the last one.
+    fn fetch_request(&mut self) -> FetchRequest {
+        let broker_epoch = self.state.quorum.epoch.load(Ordering::Acquire);
+        let updated = std::mem::take(&mut self.updated);
+        let (session_epoch, send, forgotten) =
+            self.session.plan_updates(&self.wanted, updated, true);
+        self.state
+            .metrics
+            .fetcher_requests
+            .fetch_add(1, Ordering::Relaxed);
         let mut topics: Vec<FetchTopic> = Vec::new();
         for (key, fetch) in send {
             match topics.last_mut() {
@@ -380,12 +444,8 @@ impl FetcherTask {
 
     /// Sends `request` and waits for its answer. `None` when there is none to apply: the
     /// fetch failed or was refused (after the backoff where one is due), the broker shuts
-    /// down, or a partition not among `followed` arrived while it waited.
-    async fn send(
-        &mut self,
-        request: &FetchRequest,
-        followed: &[Arc<Partition>],
-    ) -> Option<FetchResponse> {
+    /// down, or a partition was handed over while it waited.
+    async fn send(&mut self, request: &FetchRequest) -> Option<FetchResponse> {
         let outcome = {
             let conn = self.connection.clone().expect("connected before a fetch");
             let fetch = async move {
@@ -405,7 +465,7 @@ impl FetcherTask {
                     // the next one, holding back the acknowledgements of a new or newly led
                     // partition that long: the long poll is abandoned, with its connection
                     // and session.
-                    _ = self.changed.notified() => if has_new(&self.partitions, followed) {
+                    _ = self.handoff.changed.notified() => if self.has_new() {
                         break None;
                     },
                 }
@@ -445,30 +505,38 @@ impl FetcherTask {
         }
     }
 
-    /// Applies each partition's answer to its log; a partition that failed is held back
-    /// (20 ms doubling while its leadership moves, else `replica.fetch.backoff.ms`).
-    fn apply_response(
-        &mut self,
-        response: FetchResponse,
-        requested: &BTreeMap<(Uuid, i32), (Arc<Partition>, FetchPosition)>,
-    ) {
+    /// Applies each partition's answer to its log, after which its position is looked up
+    /// again; a partition that failed is held back (20 ms doubling while its leadership
+    /// moves, else `replica.fetch.backoff.ms`).
+    fn apply_response(&mut self, response: FetchResponse) {
         self.session.answered(response.session_id);
         for topic in response.responses {
             for data in topic.partitions {
-                let Some((p, at)) = requested.get(&(topic.topic_id, data.partition_index)) else {
+                let fetch_key = (topic.topic_id, data.partition_index);
+                let Some((p, at)) = self.positions.get(&fetch_key).cloned() else {
                     tracing::warn!(source = self.source.0, topic_id = %topic.topic_id, partition = data.partition_index, "the leader answered for a partition that was not asked for");
                     continue;
                 };
                 let code = data.error_code;
                 let key = (p.topic.clone(), p.index);
-                match apply_fetched(p, at, data) {
+                match apply_fetched(&p, &at, data) {
                     Ok(()) => {
                         self.refusals.remove(&key);
                     }
-                    Err(reason) => self.hold_back(p, key, code, &reason),
+                    Err(reason) => self.hold_back(&p, key.clone(), code, &reason),
                 }
+                self.stale.insert(key);
             }
         }
+    }
+
+    /// Whether the handoff now holds a partition this fetcher does not follow yet.
+    fn has_new(&self) -> bool {
+        self.handoff
+            .partitions
+            .lock()
+            .iter()
+            .any(|(key, p)| !self.followed.get(key).is_some_and(|f| Arc::ptr_eq(f, p)))
     }
 
     /// Holds partition `p` back after its fetch failed with `code`.
@@ -489,16 +557,6 @@ impl FetcherTask {
         };
         self.delayed.insert(key, Instant::now() + wait);
     }
-}
-
-/// Whether `partitions` now holds one that was not among `followed` when the fetch in
-/// flight was built.
-fn has_new(partitions: &Mutex<Followed>, followed: &[Arc<Partition>]) -> bool {
-    let known: HashSet<*const Partition> = followed.iter().map(Arc::as_ptr).collect();
-    partitions
-        .lock()
-        .values()
-        .any(|p| !known.contains(&Arc::as_ptr(p)))
 }
 
 /// Whether a partition's error says only that its leadership is moving: the metadata
