@@ -352,7 +352,17 @@ fn kill9_leader(cluster: &mut TestCluster, leader: i32, topic: &str, paused: &[i
 
 #[test]
 fn acks_one_loses_what_a_leader_acknowledged_alone_and_acks_all_never_acknowledges_it() {
-    let mut cluster = TestCluster::combined(3, FAST);
+    // The followers stay paused past the producer's 4 s delivery timeout; with FAST's
+    // 3 s lag time the leader could drop them from the ISR first, and with no ISR member
+    // left after its kill no other broker could lead. They must stay in the ISR here.
+    let mut cluster = TestCluster::combined(
+        3,
+        &[
+            "broker.session.timeout.ms=3000",
+            "broker.heartbeat.interval.ms=500",
+            "replica.lag.time.max.ms=30000",
+        ],
+    );
     let addr = cluster.bootstrap();
     create_replicated_topic(&addr, "acks-one", 1, 3, &[]);
     create_replicated_topic(&addr, "acks-all", 1, 3, &[("min.insync.replicas", "2")]);

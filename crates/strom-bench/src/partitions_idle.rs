@@ -195,6 +195,10 @@ fn write_once(args: &Args, cluster: &LocalCluster, topic: &str) -> Result<Writte
         client: args.client,
         ..crate::producer_args(topic, args.records, args.record_size, -1.0, acks_all)
     };
+    // Each run starts from the same page-cache state: the previous run's dirty pages
+    // written back (see docs/replication.md, "A measuring trap on this VM").
+    // SAFETY: sync(2) takes no arguments and cannot fail.
+    unsafe { libc::sync() };
     let meter = CpuMeter::start(Some(cluster.pids()));
     let result = producer_perf_test::run::run(&producer, &bootstrap, Box::new(std::io::sink()))?;
     let cpu = meter.finish();

@@ -7,6 +7,7 @@
 //! partitions assigned to this broker are created and become leaders or followers (the
 //! fetchers then follow exactly the followed ones), deleted topics are removed.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kafka_protocol::ResponseError;
@@ -192,6 +193,7 @@ pub fn apply_image(
                 continue;
             }
             transitions.push(Transition {
+                topic_id: topic.id,
                 leader: p.leader,
                 registration: Registration {
                     leader_epoch: p.leader_epoch.0,
@@ -206,15 +208,35 @@ pub fn apply_image(
             });
         }
     }
+    // The followers of each partition this broker started to lead: their sessions here
+    // are to name it.
+    let mut expected: BTreeMap<BrokerId, Vec<(Uuid, i32)>> = BTreeMap::new();
     for (transition, outcome) in transitions.iter().zip(transition_all(state, &transitions)) {
         let p = &transition.partition;
         match outcome {
             Err(e) => failed.push(format!("{}-{}: {e}", p.topic, p.index)),
-            Ok(()) if transition.leader != me && transition.leader != BrokerId::NONE => {
+            Ok(_) if transition.leader != me && transition.leader != BrokerId::NONE => {
                 followed.push((transition.leader, p.clone()))
             }
-            Ok(()) => {}
+            Ok(true) => {
+                for follower in transition
+                    .registration
+                    .replicas
+                    .iter()
+                    .filter(|r| **r != me)
+                {
+                    expected
+                        .entry(*follower)
+                        .or_default()
+                        .push((transition.topic_id, p.index));
+                }
+            }
+            Ok(false) => {}
         }
+    }
+    let now = std::time::Instant::now();
+    for (follower, partitions) in expected {
+        state.fetch_sessions.expect(follower.0, &partitions, now);
     }
     state.replication.fetchers.follow(state, followed);
     coordinate_groups(state, image, me);
@@ -258,6 +280,7 @@ fn coordinate_groups(state: &Arc<BrokerState>, image: &MetadataImage, me: Broker
 /// `leader` in `registration`.
 struct Transition {
     partition: Arc<Partition>,
+    topic_id: Uuid,
     leader: BrokerId,
     registration: Registration,
     initial_hw: i64,
@@ -272,8 +295,9 @@ const TRANSITION_THREADS: usize = 16;
 /// Transitions per thread: a few are done on the caller's thread.
 const TRANSITIONS_PER_THREAD: usize = 64;
 
-/// Applies every transition; the outcomes in the transitions' order.
-fn transition_all(state: &BrokerState, transitions: &[Transition]) -> Vec<Result<(), LogError>> {
+/// Applies every transition; the outcomes in the transitions' order: whether a new
+/// leader epoch started here.
+fn transition_all(state: &BrokerState, transitions: &[Transition]) -> Vec<Result<bool, LogError>> {
     let me = BrokerId(state.node_id());
     let apply = |t: &Transition| {
         let registration = t.registration.clone();
@@ -282,7 +306,7 @@ fn transition_all(state: &BrokerState, transitions: &[Transition]) -> Vec<Result
         } else {
             t.partition
                 .become_follower(me, t.leader, registration, t.initial_hw);
-            Ok(())
+            Ok(false)
         }
     };
     let threads = (transitions.len() / TRANSITIONS_PER_THREAD).min(TRANSITION_THREADS);

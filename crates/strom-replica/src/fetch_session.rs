@@ -13,6 +13,14 @@
 //! nothing new and is settled rests until its watch fires, so the thousands of idle
 //! partitions a follower shares with its leader cost neither side anything per fetch.
 //!
+//! A follower learns of a partition it must now fetch from this broker (a new topic, a
+//! moved leadership) from the metadata, while its fetch may be parked here for up to
+//! `replica.fetch.wait.max.ms`. The leader [`FetchSessionCache::expect`]s the partition
+//! from that follower's sessions: a parked fetch answers at once, and until the follower
+//! names the partition (or [`EXPECTED_FOR`] passes) its fetches wait at most
+//! [`EXPECTED_WAIT`], so the new partition's first acknowledgements are not held back and
+//! the follower keeps its session (a fresh one would name every partition again).
+//!
 //! The request's `session_id` and `session_epoch` decide what it is:
 //!
 //! | session_id | epoch | meaning |
@@ -44,6 +52,8 @@ use crate::partition_watch::{ChangeSet, PartitionWatch};
 
 /// Fetch v7+ carries session ids and epochs.
 pub const SESSIONS_SINCE: i16 = 7;
+/// Fetch v15+ names a follower in `ReplicaState` instead of `replica_id` (KIP-903).
+pub const REPLICA_STATE_SINCE: i16 = 15;
 /// A session idle this long may be evicted for a new one.
 pub const EVICTION_IDLE: Duration = Duration::from_secs(120);
 /// The most partitions all sessions together may hold (a few hundred bytes each). Kafka
@@ -52,6 +62,12 @@ pub const EVICTION_IDLE: Duration = Duration::from_secs(120);
 /// session that would pass it is not opened, or is closed, and its client fetches
 /// without one.
 pub const MAX_CACHED_PARTITIONS: usize = 500_000;
+
+/// How long a leader expects a follower to name a partition it now leads.
+pub const EXPECTED_FOR: Duration = Duration::from_secs(1);
+/// The longest a fetch waits while its session is expected to name a partition: the
+/// follower applies the same metadata within milliseconds of its leader.
+pub const EXPECTED_WAIT: Duration = Duration::from_millis(10);
 
 const INITIAL_EPOCH: i32 = 0;
 const FINAL_EPOCH: i32 = -1;
@@ -75,6 +91,8 @@ struct CachedPartition {
 
 #[derive(Debug)]
 struct Session {
+    /// The broker whose fetcher opened it (-1: a consumer).
+    replica_id: i32,
     /// The epoch the next incremental request must carry.
     next_epoch: i32,
     partitions: HashMap<PartitionKey, CachedPartition>,
@@ -84,17 +102,22 @@ struct Session {
     changes: Arc<ChangeSet<PartitionKey>>,
     /// Answers given, numbering them for `last_returned`.
     answers: u64,
+    /// Partitions this broker now leads that the session's follower is expected to name,
+    /// until the instant given.
+    expected: HashMap<PartitionKey, Instant>,
     last_used: Instant,
 }
 
 impl Session {
-    fn new(now: Instant) -> Self {
+    fn new(replica_id: i32, now: Instant) -> Self {
         Self {
+            replica_id,
             next_epoch: 1,
             partitions: HashMap::new(),
             active: HashSet::new(),
             changes: ChangeSet::new(),
             answers: 0,
+            expected: HashMap::new(),
             last_used: now,
         }
     }
@@ -158,6 +181,7 @@ impl Session {
         SessionWatch {
             changes: self.changes.clone(),
             watches,
+            expecting: !self.expected.is_empty(),
         }
     }
 }
@@ -180,6 +204,7 @@ pub enum SessionUse {
 pub struct SessionWatch {
     changes: Arc<ChangeSet<PartitionKey>>,
     watches: HashMap<PartitionKey, Arc<PartitionWatch<PartitionKey>>>,
+    expecting: bool,
 }
 
 impl SessionWatch {
@@ -187,6 +212,16 @@ impl SessionWatch {
     pub fn register(&self, key: &PartitionKey, partition: &Partition) {
         if let Some(watch) = self.watches.get(key) {
             watch.register(partition);
+        }
+    }
+
+    /// The longest this fetch may wait: [`EXPECTED_WAIT`] while the session is expected
+    /// to name a partition, else what the request asks.
+    pub fn max_wait(&self, asked: Duration) -> Duration {
+        if self.expecting {
+            asked.min(EXPECTED_WAIT)
+        } else {
+            asked
         }
     }
 
@@ -269,7 +304,12 @@ impl FetchSessionCache {
             if epoch == FINAL_EPOCH {
                 return Ok(sessionless(req));
             }
-            let id = inner.open(self.max_slots, self.max_partitions, &req, now);
+            let replica_id = if version >= REPLICA_STATE_SINCE {
+                req.replica_state.replica_id.0
+            } else {
+                req.replica_id.0
+            };
+            let id = inner.open(self.max_slots, self.max_partitions, &req, replica_id, now);
             return Ok(PreparedFetch {
                 request: req,
                 how: SessionUse::Full { id },
@@ -304,6 +344,10 @@ impl FetchSessionCache {
                 session.active.insert(key);
             }
         }
+        let partitions = &session.partitions;
+        session
+            .expected
+            .retain(|key, until| *until > now && !partitions.contains_key(key));
         if others + session.partitions.len() > self.max_partitions {
             inner.sessions.remove(&id);
             return Err(ResponseError::FetchSessionIdNotFound);
@@ -364,6 +408,25 @@ impl FetchSessionCache {
         response.with_session_id(id)
     }
 
+    /// Expects the sessions of follower `replica_id` to name `partitions` (by topic id and
+    /// index), which this broker has just started to lead: see the module doc.
+    pub fn expect(&self, replica_id: i32, partitions: &[(Uuid, i32)], now: Instant) {
+        let mut inner = self.inner.lock();
+        let sessions = inner
+            .sessions
+            .values_mut()
+            .filter(|s| s.replica_id == replica_id);
+        for session in sessions {
+            for (topic_id, index) in partitions {
+                let key = (*topic_id, TopicName::default(), *index);
+                if !session.partitions.contains_key(&key) {
+                    session.expected.insert(key.clone(), now + EXPECTED_FOR);
+                    session.changes.mark(key);
+                }
+            }
+        }
+    }
+
     /// How many sessions are open.
     pub fn len(&self) -> usize {
         self.inner.lock().sessions.len()
@@ -388,6 +451,7 @@ impl Inner {
         max_slots: usize,
         max_partitions: usize,
         req: &FetchRequest,
+        replica_id: i32,
         now: Instant,
     ) -> i32 {
         let named: usize = req.topics.iter().map(|t| t.partitions.len()).sum();
@@ -415,7 +479,7 @@ impl Inner {
                 break id;
             }
         };
-        let mut session = Session::new(now);
+        let mut session = Session::new(replica_id, now);
         for topic in &req.topics {
             for p in &topic.partitions {
                 session.upsert(topic, p);

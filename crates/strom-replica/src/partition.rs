@@ -406,13 +406,14 @@ impl Partition {
     /// the high watermark stays where it was until the ISR's followers have fetched).
     ///
     /// `initial_high_watermark` is the checkpointed one, used when the partition is first
-    /// assigned in this process (clamped to the log).
+    /// assigned in this process (clamped to the log). Returns whether a new leader epoch
+    /// started here (its followers have yet to fetch it from this broker).
     pub fn become_leader(
         &self,
         local: BrokerId,
         registration: Registration,
         initial_high_watermark: i64,
-    ) -> Result<(), LogError> {
+    ) -> Result<bool, LogError> {
         let (new_epoch, moved) = self.try_with_log(|log| {
             let mut replica = self.replica.lock();
             if replica.local != local {
@@ -452,7 +453,7 @@ impl Partition {
         if new_epoch || moved {
             self.wake_waiters();
         }
-        Ok(())
+        Ok(new_epoch)
     }
 
     /// Follows `leader` in `registration`'s epoch. Returns whether the leader or epoch

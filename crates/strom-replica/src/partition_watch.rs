@@ -70,7 +70,8 @@ impl<K: Clone + Send + Sync + 'static> ChangeSet<K> {
         self.notify.notified().await
     }
 
-    fn mark(&self, key: K) {
+    /// Puts `key` into the set and wakes the waiter, as a watch of `key` firing does.
+    pub fn mark(&self, key: K) {
         self.changed.lock().push(key);
         self.notify.notify_one();
     }

@@ -39,13 +39,11 @@ use tokio::sync::Notify;
 
 use super::RequestContext;
 use crate::replica_manager;
-use strom_replica::fetch_session::{PartitionKey, SessionWatch};
+use strom_replica::fetch_session::{PartitionKey, SessionWatch, REPLICA_STATE_SINCE};
 use strom_replica::partition::{FetchedRecords, Partition};
 use strom_replica::partition_watch::Waiter;
 use strom_wire::ApiError;
 
-/// Fetch v15+ names a follower in `ReplicaState` instead of `replica_id` (KIP-903).
-const REPLICA_STATE_SINCE: i16 = 15;
 /// Fetch v13+ names topics by id instead of by name.
 const TOPIC_IDS_SINCE: i16 = 13;
 /// NOT_LEADER_OR_FOLLOWER names the current leader from v12, and its endpoint from v16
@@ -83,7 +81,8 @@ pub async fn handle(
 /// `watch` then wakes the long poll).
 async fn serve(ctx: &RequestContext<'_>, req: &FetchRequest, watch: Option<&SessionWatch>) -> Read {
     let wait_ms = (req.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP_MS);
-    let deadline = Instant::now() + Duration::from_millis(wait_ms);
+    let wait = Duration::from_millis(wait_ms);
+    let deadline = Instant::now() + watch.map_or(wait, |w| w.max_wait(wait));
     let replica_id = if ctx.version >= REPLICA_STATE_SINCE {
         req.replica_state.replica_id.0
     } else {

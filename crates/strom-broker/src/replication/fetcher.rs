@@ -443,8 +443,8 @@ impl FetcherTask {
     }
 
     /// Sends `request` and waits for its answer. `None` when there is none to apply: the
-    /// fetch failed or was refused (after the backoff where one is due), the broker shuts
-    /// down, or a partition was handed over while it waited.
+    /// fetch failed or was refused (after the backoff where one is due), or the broker
+    /// shuts down.
     async fn send(&mut self, request: &FetchRequest) -> Option<FetchResponse> {
         let outcome = {
             let conn = self.connection.clone().expect("connected before a fetch");
@@ -455,20 +455,13 @@ impl FetcherTask {
                     .map_err(|e| CallError::Closed(e.to_string()))?;
                 answer.await
             };
-            tokio::pin!(fetch);
-            loop {
-                tokio::select! {
-                    r = &mut fetch => break Some(r),
-                    _ = self.shutdown.changed() => break None,
-                    // A partition handed to this fetcher while its fetch waits on the
-                    // leader (up to `replica.fetch.wait.max.ms`) would otherwise join only
-                    // the next one, holding back the acknowledgements of a new or newly led
-                    // partition that long: the long poll is abandoned, with its connection
-                    // and session.
-                    _ = self.handoff.changed.notified() => if self.has_new() {
-                        break None;
-                    },
-                }
+            // A partition handed to this fetcher while its fetch waits on the leader joins
+            // the next fetch: the leader, which starts leading it from the same metadata,
+            // answers the parked fetch at once (see `FetchSessionCache::expect`), so the
+            // session and its connection are kept.
+            tokio::select! {
+                r = fetch => Some(r),
+                _ = self.shutdown.changed() => None,
             }
         };
         let source = self.source.0;
@@ -530,17 +523,8 @@ impl FetcherTask {
         }
     }
 
-    /// Whether the handoff now holds a partition this fetcher does not follow yet.
-    fn has_new(&self) -> bool {
-        self.handoff
-            .partitions
-            .lock()
-            .iter()
-            .any(|(key, p)| !self.followed.get(key).is_some_and(|f| Arc::ptr_eq(f, p)))
-    }
-
     /// Holds partition `p` back after its fetch failed with `code`.
-    fn hold_back(&mut self, p: &Partition, key: (String, i32), code: i16, reason: &str) {
+    fn hold_back(&mut self, p: &Partition, key: Key, code: i16, reason: &str) {
         let partition = p.name();
         let source = self.source.0;
         let message = "replica fetch of a partition failed; retrying after a backoff (20 ms doubling while the leadership moves, else replica.fetch.backoff.ms)";
