@@ -1,12 +1,12 @@
 //! `strom bench partitions-idle`: what idle partitions cost replication (issue 40). On a
 //! local cluster of three combined nodes, a 6-partition topic of replication factor 3 is
 //! written with acks=all beside 0, 240, 2,400 and 13,260 idle partition replicas per
-//! broker (seed 003's largest cluster held 13,260). At each step, added to the same
-//! cluster, it reports:
+//! broker (seed 003's largest cluster held 13,260). Each of `--runs` rounds runs every
+//! step once, on a fresh cluster, so the steps interleave; it reports:
 //!
-//! - the written topic's records/s and p99 latency, and the brokers' CPU seconds per GB
-//!   written (all three nodes together), over `--runs` runs, each on a fresh topic that
-//!   is deleted afterwards;
+//! - the written topic's records/s and p99 latency, the brokers' CPU seconds per GB
+//!   written (all three nodes together), and the partitions the leaders read and the
+//!   fetchers looked up per appended batch (the brokers' counters, `GET /metrics`);
 //! - what the idle cluster costs: each broker's CPU over `--idle-secs` with nothing
 //!   written, as a percentage of one core;
 //! - each against the empty cluster: the throughput kept and the CPU per record added.
@@ -54,11 +54,12 @@ struct Args {
     /// Size of each record's value, bytes.
     #[arg(long, default_value_t = 100)]
     record_size: usize,
-    /// Runs at each step; figures are ranges over them.
+    /// Rounds; each runs every step once, on a fresh cluster, and figures are ranges over
+    /// them.
     #[arg(long, default_value_t = 3)]
     runs: usize,
-    /// Seconds the idle cluster's CPU is measured at each step.
-    #[arg(long, default_value_t = 20)]
+    /// Seconds the idle cluster's CPU is measured in each step of each round.
+    #[arg(long, default_value_t = 10)]
     idle_secs: u64,
     /// The load generator: native or librdkafka.
     #[arg(long, default_value = "native", value_parser = LoadClient::parse)]
@@ -81,6 +82,9 @@ struct Written {
     p99_ms: f64,
     /// The three nodes' CPU seconds per GB of record values written.
     cpu_s_per_gb: f64,
+    /// Partitions the leaders read for their followers' fetches and the fetchers looked
+    /// up, per batch appended (the brokers' `GET /metrics` counters).
+    partitions_per_append: f64,
 }
 
 /// One step's figures.
@@ -96,38 +100,34 @@ fn run(args: &Args, argv: &[String]) -> Result<()> {
     let mut steps_wanted = args.idle.clone();
     steps_wanted.sort_unstable();
     steps_wanted.dedup();
-    let spec = ClusterSpec {
-        brokers: BROKERS,
-        extra: args.overrides.clone(),
-        ..Default::default()
-    };
-    eprintln!("strom bench partitions-idle: starting a local {BROKERS}-node cluster...");
-    let cluster = LocalCluster::start(&spec, None)?;
-    let bootstrap = cluster.bootstrap();
-    let mut idle_topics = 0usize;
-    let mut hosted = 0usize;
-    let mut steps = Vec::new();
-    for &idle in &steps_wanted {
-        eprintln!("strom bench partitions-idle: {idle} idle replicas per broker...");
-        add_idle_partitions(&bootstrap, &mut idle_topics, &mut hosted, idle)?;
-        let idle_cpu_percent = idle_cpu(&cluster, args.idle_secs);
-        let mut runs = Vec::new();
-        for run in 1..=args.runs {
-            let written = write_once(args, &cluster, &format!("written-{idle}-{run}"))
-                .with_context(|| format!("{idle} idle replicas per broker, run {run}"))?;
-            eprintln!(
-                "  run {run}: {:.0} records/s, p99 {:.0} ms, {:.2} CPU-s/GB",
-                written.records_per_s, written.p99_ms, written.cpu_s_per_gb
-            );
-            runs.push(written);
-        }
-        steps.push(Step {
+    let mut steps: Vec<Step> = steps_wanted
+        .iter()
+        .map(|&idle| Step {
             idle_replicas_per_broker: idle,
-            runs,
-            idle_cpu_percent,
-        });
+            runs: Vec::new(),
+            idle_cpu_percent: Vec::new(),
+        })
+        .collect();
+    for round in 1..=args.runs {
+        for step in &mut steps {
+            let idle = step.idle_replicas_per_broker;
+            eprintln!(
+                "strom bench partitions-idle: round {round}, {idle} idle replicas per broker..."
+            );
+            let (written, idle_cpu) = measure_step(args, idle)
+                .with_context(|| format!("{idle} idle replicas per broker, round {round}"))?;
+            eprintln!(
+                "  {:.0} records/s, p99 {:.0} ms, {:.2} CPU-s/GB, {:.1} partitions read per batch; idle {:.2} % of a core per broker",
+                written.records_per_s,
+                written.p99_ms,
+                written.cpu_s_per_gb,
+                written.partitions_per_append,
+                median(idle_cpu.iter().copied())
+            );
+            step.runs.push(written);
+            step.idle_cpu_percent.extend(idle_cpu);
+        }
     }
-    drop(cluster);
     print_table(&steps);
     let mut report = Report::new("bench partitions-idle", argv);
     report.cluster = Some(ClusterShape::combined(
@@ -140,20 +140,38 @@ fn run(args: &Args, argv: &[String]) -> Result<()> {
     args.reports.write("partitions-idle", &report)
 }
 
+/// One step of one round, on a cluster of its own (so that every step is measured at the
+/// same age of cluster and page cache, and the rounds interleave the steps): `idle` idle
+/// replicas per broker, the idle cluster's CPU per broker, then one written run.
+fn measure_step(args: &Args, idle: usize) -> Result<(Written, Vec<f64>)> {
+    let spec = ClusterSpec {
+        brokers: BROKERS,
+        extra: args.overrides.clone(),
+        ..Default::default()
+    };
+    let cluster = LocalCluster::start(&spec, None)?;
+    add_idle_partitions(&cluster.bootstrap(), idle)?;
+    let idle_cpu = idle_cpu(&cluster, args.idle_secs);
+    let written = write_once(args, &cluster, "written")?;
+    Ok((written, idle_cpu))
+}
+
 /// Creates idle RF 3 topics until every broker hosts `target` idle replicas (with three
 /// brokers and RF 3, one per idle partition), and waits for every ISR to be whole.
-fn add_idle_partitions(
-    bootstrap: &str,
-    topics_made: &mut usize,
-    hosted: &mut usize,
-    target: usize,
-) -> Result<()> {
-    while *hosted < target {
-        let partitions = (target - *hosted).min(IDLE_TOPIC_PARTITIONS);
-        let topic = format!("idle-{:04}", *topics_made);
-        topics::create_topic(bootstrap, &topic, partitions as i32, REPLICATION)?;
-        *topics_made += 1;
-        *hosted += partitions;
+fn add_idle_partitions(bootstrap: &str, target: usize) -> Result<()> {
+    let mut hosted = 0;
+    for topic in 0.. {
+        if hosted >= target {
+            break;
+        }
+        let partitions = (target - hosted).min(IDLE_TOPIC_PARTITIONS);
+        topics::create_topic(
+            bootstrap,
+            &format!("idle-{topic:04}"),
+            partitions as i32,
+            REPLICATION,
+        )?;
+        hosted += partitions;
     }
     poll(
         "every ISR whole",
@@ -162,7 +180,7 @@ fn add_idle_partitions(
         || {
             blocking::metadata(bootstrap, Duration::from_secs(30)).is_ok_and(|m| {
                 let partitions: Vec<_> = m.topics.iter().flat_map(|t| &t.partitions).collect();
-                partitions.len() >= *hosted
+                partitions.len() >= hosted
                     && partitions
                         .iter()
                         .all(|p| p.leader_id.0 >= 0 && p.isr_nodes.len() == p.replica_nodes.len())
@@ -185,7 +203,7 @@ fn idle_cpu(cluster: &LocalCluster, secs: u64) -> Vec<f64> {
         .collect()
 }
 
-/// Writes `--records` records to a new topic, measures the run and deletes the topic.
+/// Writes `--records` records to a new topic and measures the run.
 fn write_once(args: &Args, cluster: &LocalCluster, topic: &str) -> Result<Written> {
     let bootstrap = cluster.bootstrap();
     topics::create_topic(&bootstrap, topic, WRITTEN_PARTITIONS, REPLICATION)?;
@@ -199,17 +217,34 @@ fn write_once(args: &Args, cluster: &LocalCluster, topic: &str) -> Result<Writte
     // written back (see docs/replication.md, "A measuring trap on this VM").
     // SAFETY: sync(2) takes no arguments and cannot fail.
     unsafe { libc::sync() };
+    let counted = replication_counters(cluster)?;
     let meter = CpuMeter::start(Some(cluster.pids()));
     let result = producer_perf_test::run::run(&producer, &bootstrap, Box::new(std::io::sink()))?;
     let cpu = meter.finish();
-    topics::delete_topic(&bootstrap, topic)?;
+    let (work, appends) = replication_counters(cluster)?;
+    let partitions_per_append = (work - counted.0) as f64 / (appends - counted.1).max(1) as f64;
     let totals = &result.totals;
     let gigabytes = (totals.count as f64 * args.record_size as f64) / 1e9;
     Ok(Written {
         records_per_s: totals.count as f64 * 1000.0 / totals.elapsed_ms.max(1) as f64,
         p99_ms: result.histogram.summary().p99_us as f64 / 1000.0,
         cpu_s_per_gb: cpu.broker_s.unwrap_or(f64::NAN) / gigabytes,
+        partitions_per_append,
     })
+}
+
+/// The partitions read and looked up for replication, and the batches appended, summed
+/// over the brokers' counters.
+fn replication_counters(cluster: &LocalCluster) -> Result<(u64, u64)> {
+    let mut totals = (0, 0);
+    for node in &cluster.nodes {
+        let m = node.metrics()?;
+        let counter = |name: &str| m.get(name).copied().unwrap_or(0);
+        totals.0 += counter("strom_replica_fetch_partitions_read_total")
+            + counter("strom_fetcher_partitions_planned_total");
+        totals.1 += counter("strom_produce_appends_total");
+    }
+    Ok(totals)
 }
 
 /// `min–max` of `values` with `decimals` decimals.
@@ -231,19 +266,20 @@ fn print_table(steps: &[Step]) {
     let base_rate = median(empty.runs.iter().map(|r| r.records_per_s));
     let base_cpu = median(empty.runs.iter().map(|r| r.cpu_s_per_gb));
     println!(
-        "\n| idle replicas per broker | records/s | p99 ms | brokers' CPU-s per GB | vs {} idle: throughput / CPU per record (medians) | idle CPU per broker, % of a core |",
+        "\n| idle replicas per broker | records/s | p99 ms | brokers' CPU-s per GB | partitions read per batch | vs {} idle: throughput / CPU per record (medians) | idle CPU per broker, % of a core |",
         empty.idle_replicas_per_broker
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|");
     for step in steps {
         let rate = median(step.runs.iter().map(|r| r.records_per_s));
         let cpu = median(step.runs.iter().map(|r| r.cpu_s_per_gb));
         println!(
-            "| {} | {} | {} | {} | {:.0} % / {:+.0} % | {} |",
+            "| {} | {} | {} | {} | {} | {:.0} % / {:+.0} % | {} |",
             step.idle_replicas_per_broker,
             range(step.runs.iter().map(|r| r.records_per_s), 0),
             range(step.runs.iter().map(|r| r.p99_ms), 0),
             range(step.runs.iter().map(|r| r.cpu_s_per_gb), 2),
+            range(step.runs.iter().map(|r| r.partitions_per_append), 1),
             rate / base_rate * 100.0,
             (cpu / base_cpu - 1.0) * 100.0,
             range(step.idle_cpu_percent.iter().copied(), 2),
