@@ -137,17 +137,7 @@ impl DynamicBrokerConfigs {
                 )
             })
             .collect();
-        if let Some(dir) = self.file.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let temp = self.file.with_extension("json.tmp");
-        std::fs::write(&temp, serde_json::to_vec_pretty(&stored)?)?;
-        std::fs::File::open(&temp)?.sync_all()?;
-        std::fs::rename(&temp, &self.file)?;
-        match self.file.parent() {
-            Some(dir) => std::fs::File::open(dir)?.sync_all(),
-            None => Ok(()),
-        }
+        strom_log::durable_file::replace_durably(&self.file, &serde_json::to_vec_pretty(&stored)?)
     }
 
     /// `server.properties` overlaid with the cluster-wide default and then with `node_id`'s

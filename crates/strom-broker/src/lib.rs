@@ -13,7 +13,6 @@ pub mod config_def;
 pub mod config_docs;
 pub mod connection;
 pub mod dir_lock;
-pub mod durable_file;
 pub mod dynamic_config;
 pub mod error;
 pub mod handlers;

@@ -105,20 +105,15 @@ impl MetaProperties {
         }))
     }
 
-    /// Writes `dir/meta.properties` atomically (temporary file, fsync, rename).
+    /// Writes `dir/meta.properties` atomically and durably.
     pub fn write(&self, dir: &Path) -> Result<(), MetaPropertiesError> {
         fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
         let path = dir.join(FILE);
-        let tmp = dir.join(format!("{FILE}.tmp"));
         let text = format!(
             "#\n#Written by strom storage format\nnode.id={}\ndirectory.id={}\nversion=1\ncluster.id={}\n",
             self.node_id, self.directory_id, self.cluster_id
         );
-        fs::write(&tmp, text).map_err(|e| io(&tmp, e))?;
-        fs::File::open(&tmp)
-            .and_then(|f| f.sync_all())
-            .map_err(|e| io(&tmp, e))?;
-        fs::rename(&tmp, &path).map_err(|e| io(&path, e))
+        strom_log::durable_file::replace_durably(&path, text.as_bytes()).map_err(|e| io(&path, e))
     }
 }
 

@@ -485,9 +485,10 @@ impl RunningBroker {
 }
 
 impl BrokerPart {
-    /// Waits until a node that formats itself serves: unfenced by its controller, leading
-    /// every partition it hosts, with what an earlier release's files held brought in.
-    /// A cluster broker serves what the controller assigns it as it comes, at once.
+    /// Waits until a node that formats itself serves: unfenced by its controller and in
+    /// its own metadata image (so a Metadata request names it), leading every partition
+    /// it hosts, with what an earlier release's files held brought in. A cluster broker
+    /// serves what the controller assigns it as it comes, at once.
     pub async fn ready(&mut self) -> Result<(), BrokerError> {
         let state = self.state.clone();
         if !state.config.kraft.formats_itself {
@@ -496,7 +497,10 @@ impl BrokerPart {
         state.quorum.wait_unfenced().await;
         let mut applied = state.metadata.subscribe();
         let me = strom_metadata::BrokerId(state.node_id());
-        while !state.metadata.image().leads_every_partition_it_hosts(me) {
+        let serving = |image: &MetadataImage| {
+            image.is_isr_eligible(me, -1) && image.leads_every_partition_it_hosts(me)
+        };
+        while !serving(&state.metadata.image()) {
             if applied.changed().await.is_err() {
                 break;
             }

@@ -154,10 +154,10 @@ impl StandaloneUpgrade {
             && self.node_broker_configs.is_empty()
     }
 
-    /// Writes the plan atomically ([`crate::durable_file::replace`]).
+    /// Writes the plan atomically ([`strom_log::durable_file::replace_atomically`]).
     fn write_plan(&self) -> Result<(), BrokerError> {
         let json = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
-        crate::durable_file::replace(&self.dir, PLAN, &json)?;
+        strom_log::durable_file::replace_atomically(&self.dir.join(PLAN), &json)?;
         Ok(())
     }
 

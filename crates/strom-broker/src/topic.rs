@@ -74,10 +74,10 @@ impl TopicRecord {
 }
 
 impl TopicRecord {
-    /// Writes the record atomically ([`crate::durable_file::replace`]).
+    /// Writes the record atomically ([`strom_log::durable_file::replace_atomically`]).
     pub fn write(&self, dir: &Path, name: &str) -> Result<(), BrokerError> {
         let json = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
-        crate::durable_file::replace(dir, &format!("{name}.json"), &json)?;
+        strom_log::durable_file::replace_atomically(&dir.join(format!("{name}.json")), &json)?;
         Ok(())
     }
 

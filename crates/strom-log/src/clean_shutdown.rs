@@ -25,7 +25,6 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::Write;
 use std::path::Path;
 
 use crate::{EpochEntry, LogError, ProducerStateManager};
@@ -107,14 +106,7 @@ impl CleanShutdown {
         out[4..8].copy_from_slice(&count.to_be_bytes());
         let crc = crc32c::crc32c(&out);
         out.extend_from_slice(&crc.to_be_bytes());
-        let tmp = path.with_extension("tmp");
-        let mut file = fs::File::create(&tmp)?;
-        file.write_all(&out)?;
-        file.sync_all()?;
-        fs::rename(&tmp, path)?;
-        if let Some(dir) = path.parent() {
-            fs::File::open(dir)?.sync_all()?;
-        }
+        crate::durable_file::replace_durably(path, &out)?;
         Ok(())
     }
 

@@ -14,7 +14,6 @@
 //! and on disk before any batch it describes.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::LogError;
@@ -245,11 +244,7 @@ impl LeaderEpochCache {
         for e in &self.entries {
             text.push_str(&format!("{} {}\n", e.epoch, e.start_offset));
         }
-        let tmp = self.path.with_extension("tmp");
-        let mut file = fs::File::create(&tmp)?;
-        file.write_all(text.as_bytes())?;
-        file.sync_all()?;
-        fs::rename(&tmp, &self.path)?;
+        crate::durable_file::replace_atomically(&self.path, text.as_bytes())?;
         self.pending = false;
         Ok(())
     }

@@ -10,6 +10,7 @@
 pub mod checkpoint;
 pub mod clean_shutdown;
 pub mod config;
+pub mod durable_file;
 pub mod error;
 pub mod file_cache;
 pub mod index_file;

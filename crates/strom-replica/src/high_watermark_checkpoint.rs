@@ -6,7 +6,6 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -55,17 +54,13 @@ fn parse(text: &str) -> Option<HighWatermarks> {
     (hws.len() == count).then_some(hws)
 }
 
-/// Replaces the checkpoint of log dir `dir` (write, fsync, rename).
+/// Replaces the checkpoint of log dir `dir` atomically.
 pub fn write(dir: &Path, hws: &HighWatermarks) -> std::io::Result<()> {
     let mut text = format!("0\n{}\n", hws.len());
     for ((topic, partition), offset) in hws {
         text.push_str(&format!("{topic} {partition} {offset}\n"));
     }
-    let tmp = dir.join(format!("{FILE_NAME}.tmp"));
-    let mut file = fs::File::create(&tmp)?;
-    file.write_all(text.as_bytes())?;
-    file.sync_all()?;
-    fs::rename(&tmp, dir.join(FILE_NAME))
+    strom_log::durable_file::replace_atomically(&dir.join(FILE_NAME), text.as_bytes())
 }
 
 /// Writes the high watermarks of every online partition of `hosted`, one file per log
