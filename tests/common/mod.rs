@@ -73,14 +73,15 @@ impl StromBroker {
 
     fn spawn(&mut self, port: u16) {
         let cmd = self.command(port);
-        let (child, stderr, line) = spawn_until_ready(cmd, "strom broker");
+        let (child, stderr, line) = spawn_until_ready(cmd, "strom broker ");
         self.stderr = Some(stderr);
+        // Kept before the line is read, so a failure below still kills it (on drop).
+        self.child = Some(child);
         let addr = line
             .rsplit(' ')
             .next()
             .expect("ready line ends with the address");
         self.port = addr.rsplit(':').next().unwrap().parse().expect("port");
-        self.child = Some(child);
     }
 
     fn command(&self, port: u16) -> Command {
@@ -234,9 +235,11 @@ fn server_command(open_files_limit: Option<u64>) -> Command {
     cmd
 }
 
-/// Spawns `cmd` (a `strom server`) and waits for its stdout line starting with `ready`
-/// (a combined KRaft node prints its controller's line before its broker's); its stderr
-/// is collected by a thread until it exits. Panics with that stderr if it does not start.
+/// Spawns `cmd` (a `strom server`) and waits for its stdout line that starts with `ready`
+/// and names the address it listens on (a combined KRaft node prints its controller's
+/// line before its broker's, and a cluster broker's "unfenced" line may come before
+/// either); its stderr is collected by a thread until it exits. Panics with that stderr
+/// if it does not start.
 pub fn spawn_until_ready(
     cmd: Command,
     ready: &'static str,
@@ -256,7 +259,8 @@ pub fn spawn_until_ready(
 }
 
 /// Spawns `cmd` (a `strom server`); returns it, a thread collecting its stderr until it
-/// exits, and a receiver of its stdout line starting with `ready`.
+/// exits, and a receiver of its stdout line that starts with `ready` and names the
+/// address it listens on.
 pub fn spawn_server(
     mut cmd: Command,
     ready: &'static str,
@@ -281,7 +285,7 @@ pub fn spawn_server(
     std::thread::spawn(move || {
         let mut lines = BufReader::new(stdout).lines();
         for line in lines.by_ref().map_while(Result::ok) {
-            if line.starts_with(ready) {
+            if line.starts_with(ready) && line.contains(" listening on ") {
                 let _ = tx.send(line);
                 break;
             }
