@@ -208,10 +208,35 @@ pub fn apply_image(
             });
         }
     }
-    // The followers of each partition this broker started to lead: their sessions here
-    // are to name it.
+    let outcomes = transition_all(state, &transitions);
+    followed.extend(settle_transitions(
+        state,
+        &transitions,
+        outcomes,
+        &mut failed,
+    ));
+    state.replication.fetchers.follow(state, followed);
+    coordinate_groups(state, image, me);
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("could not host or lead {}", failed.join(", ")))
+    }
+}
+
+/// Takes the `outcomes` of `transitions`: the partitions now followed, with their leaders,
+/// are returned; failures go to `failed`; and the followers of each partition this broker
+/// started to lead are expected to name it in their fetch sessions here.
+fn settle_transitions(
+    state: &BrokerState,
+    transitions: &[Transition],
+    outcomes: Vec<Result<bool, LogError>>,
+    failed: &mut Vec<String>,
+) -> Vec<(BrokerId, Arc<Partition>)> {
+    let me = BrokerId(state.node_id());
+    let mut followed = Vec::new();
     let mut expected: BTreeMap<BrokerId, Vec<(Uuid, i32)>> = BTreeMap::new();
-    for (transition, outcome) in transitions.iter().zip(transition_all(state, &transitions)) {
+    for (transition, outcome) in transitions.iter().zip(outcomes) {
         let p = &transition.partition;
         match outcome {
             Err(e) => failed.push(format!("{}-{}: {e}", p.topic, p.index)),
@@ -219,12 +244,8 @@ pub fn apply_image(
                 followed.push((transition.leader, p.clone()))
             }
             Ok(true) => {
-                for follower in transition
-                    .registration
-                    .replicas
-                    .iter()
-                    .filter(|r| **r != me)
-                {
+                let followers = transition.registration.replicas.iter();
+                for follower in followers.filter(|r| **r != me) {
                     expected
                         .entry(*follower)
                         .or_default()
@@ -238,13 +259,7 @@ pub fn apply_image(
     for (follower, partitions) in expected {
         state.fetch_sessions.expect(follower.0, &partitions, now);
     }
-    state.replication.fetchers.follow(state, followed);
-    coordinate_groups(state, image, me);
-    if failed.is_empty() {
-        Ok(())
-    } else {
-        Err(format!("could not host or lead {}", failed.join(", ")))
-    }
+    followed
 }
 
 /// Hands the group coordinator the partitions of `__consumer_offsets` this broker leads

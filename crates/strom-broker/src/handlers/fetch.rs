@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::{
     EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
 };
@@ -254,6 +255,7 @@ fn resolve(
 /// the record bytes in it, whether any partition had an error (which ends the wait, as
 /// in Kafka), and the partitions a session must read again even with nothing new (see
 /// [`Resolved::settled`], and a read cut short by the response's limit).
+#[derive(Default)]
 struct Read {
     response: FetchResponse,
     records: TransferableRecords<FetchedRecords>,
@@ -269,11 +271,6 @@ fn read_all(
     partitions: &[Requested],
     follower: bool,
 ) -> Read {
-    let mut unsettled = HashSet::new();
-    let mut transferable = TransferableRecords::default();
-    let mut remaining = (req.max_bytes.max(0) as usize).min(ctx.state.config.fetch_max_bytes);
-    let mut total = 0usize;
-    let mut has_error = false;
     let mut topics: Vec<FetchableTopicResponse> = req
         .topics
         .iter()
@@ -286,10 +283,12 @@ fn read_all(
             }
         })
         .collect();
+    let mut read = Read::default();
+    let budget = (req.max_bytes.max(0) as usize).min(ctx.state.config.fetch_max_bytes);
     let mut requested = req.topics.iter().flat_map(|t| t.partitions.iter());
     let mut endpoints = BTreeMap::new();
     for Requested {
-        topic: ti,
+        topic,
         key,
         resolved,
     } in partitions
@@ -302,23 +301,8 @@ fn read_all(
             matches!(resolved, Ok(r) if r.partition.is_deleted()).then(ApiError::unknown_topic);
         let data = match deleted.as_ref().map_or(resolved.as_ref(), Err) {
             Err(e) => {
-                has_error = true;
-                let hint = (ctx.version >= CURRENT_LEADER_SINCE
-                    && e.code() == ResponseError::NotLeaderOrFollower.code())
-                .then(|| {
-                    let topic = &req.topics[*ti];
-                    let name = if ctx.version >= TOPIC_IDS_SINCE {
-                        ctx.state
-                            .metadata
-                            .image()
-                            .topic_by_id(topic.topic_id)
-                            .map(|t| t.name.clone())?
-                    } else {
-                        topic.topic.to_string()
-                    };
-                    replica_manager::leader_hint(ctx.state, &name, spec.partition, ctx.listener)
-                })
-                .flatten();
+                read.has_error = true;
+                let hint = leader_hint(ctx, &req.topics[*topic], spec.partition, e);
                 let current = super::leader_hint!(LeaderIdAndEpoch, NodeEndpoint, hint, endpoints);
                 data.with_error_code(e.code())
                     .with_current_leader(current)
@@ -346,55 +330,90 @@ fn read_all(
                 diverging: None,
                 settled,
             }) => {
-                let limit = (spec.partition_max_bytes.max(0) as usize).min(remaining);
-                let read = p.read(spec.fetch_offset, limit, total == 0, follower);
-                let unread = read.records.as_ref().is_ok_and(|r| r.is_empty())
-                    && spec.fetch_offset < read.readable_end;
+                let limit = (spec.partition_max_bytes.max(0) as usize)
+                    .min(budget.saturating_sub(read.bytes));
+                let (data, unread) = read.records_of(data, p, spec, limit, follower);
                 if !settled || unread {
-                    unsettled.insert(key.clone());
+                    read.unsettled.insert(key.clone());
                 }
-                let data = data
-                    .with_high_watermark(read.high_watermark)
-                    .with_last_stable_offset(read.high_watermark)
-                    .with_log_start_offset(read.log_start_offset);
-                let records = read.records.and_then(|records| {
-                    match transferable.stand_in(records.clone(), records.len()) {
-                        Some(stand_in) => Ok(stand_in),
-                        None => match records {
-                            FetchedRecords::Memory(bytes) => Ok(bytes),
-                            FetchedRecords::File(slice) => slice.read(),
-                        },
-                    }
-                });
-                match records {
-                    Ok(records) => {
-                        let n = records.len();
-                        total += n;
-                        remaining = remaining.saturating_sub(n);
-                        data.with_records(Some(records))
-                    }
-                    Err(e) => {
-                        has_error = true;
-                        data.with_error_code(ApiError::from(e).code())
-                            .with_records(Some(Bytes::new()))
-                    }
-                }
+                data
             }
         };
-        topics[*ti].partitions.push(data);
+        topics[*topic].partitions.push(data);
     }
     let endpoints = if ctx.version >= NODE_ENDPOINTS_SINCE {
         endpoints.into_values().collect()
     } else {
         Vec::new()
     };
-    Read {
-        response: FetchResponse::default()
-            .with_responses(topics)
-            .with_node_endpoints(endpoints),
-        records: transferable,
-        bytes: total,
-        has_error,
-        unsettled,
+    read.response = FetchResponse::default()
+        .with_responses(topics)
+        .with_node_endpoints(endpoints);
+    read
+}
+
+/// Where a partition's NOT_LEADER_OR_FOLLOWER `e` sends the client (Fetch v12+), when
+/// this broker knows a live leader.
+fn leader_hint(
+    ctx: &RequestContext<'_>,
+    topic: &FetchTopic,
+    index: i32,
+    e: &ApiError,
+) -> Option<replica_manager::LeaderHint> {
+    if ctx.version < CURRENT_LEADER_SINCE || e.code() != ResponseError::NotLeaderOrFollower.code() {
+        return None;
+    }
+    let name = if ctx.version >= TOPIC_IDS_SINCE {
+        ctx.state
+            .metadata
+            .image()
+            .topic_by_id(topic.topic_id)
+            .map(|t| t.name.clone())?
+    } else {
+        topic.topic.to_string()
+    };
+    replica_manager::leader_hint(ctx.state, &name, index, ctx.listener)
+}
+
+impl Read {
+    /// Reads `p` from `spec`'s offset, at most `limit` bytes (the first batch of the
+    /// response whatever its size), into `data`, adding its records to this read.
+    /// Returns the data and whether records below the reader's end were left unread.
+    fn records_of(
+        &mut self,
+        data: PartitionData,
+        p: &Partition,
+        spec: &FetchPartition,
+        limit: usize,
+        follower: bool,
+    ) -> (PartitionData, bool) {
+        let read = p.read(spec.fetch_offset, limit, self.bytes == 0, follower);
+        let unread = read.records.as_ref().is_ok_and(|r| r.is_empty())
+            && spec.fetch_offset < read.readable_end;
+        let data = data
+            .with_high_watermark(read.high_watermark)
+            .with_last_stable_offset(read.high_watermark)
+            .with_log_start_offset(read.log_start_offset);
+        let records = read.records.and_then(|records| {
+            match self.records.stand_in(records.clone(), records.len()) {
+                Some(stand_in) => Ok(stand_in),
+                None => match records {
+                    FetchedRecords::Memory(bytes) => Ok(bytes),
+                    FetchedRecords::File(slice) => slice.read(),
+                },
+            }
+        });
+        let data = match records {
+            Ok(records) => {
+                self.bytes += records.len();
+                data.with_records(Some(records))
+            }
+            Err(e) => {
+                self.has_error = true;
+                data.with_error_code(ApiError::from(e).code())
+                    .with_records(Some(Bytes::new()))
+            }
+        };
+        (data, unread)
     }
 }
