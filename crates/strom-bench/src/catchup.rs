@@ -90,10 +90,7 @@ fn run(args: &Args, _argv: &[String]) -> Result<()> {
         runs.push(figures);
     }
     let range = |f: &dyn Fn(&CatchUp) -> f64| {
-        let (min, max) = runs
-            .iter()
-            .map(f)
-            .fold((f64::MAX, f64::MIN), |(lo, hi), v| (lo.min(v), hi.max(v)));
+        let (min, max) = crate::min_max(runs.iter().map(f));
         format!("{min:.0}–{max:.0}")
     };
     println!(

@@ -206,9 +206,7 @@ impl Measure {
     /// `1.17 s`, or with several rounds `1.17 s (1.02–1.30)`: the median and the range.
     fn shown(self, step: &Step) -> String {
         let values: Vec<f64> = step.rounds.iter().map(|r| self.in_round(r)).collect();
-        let (low, high) = values
-            .iter()
-            .fold((f64::MAX, f64::MIN), |(l, h), &v| (l.min(v), h.max(v)));
+        let (low, high) = crate::min_max(values.iter().copied());
         if values.len() > 1 {
             format!("{:.2} s ({low:.2}–{high:.2})", self.of(step))
         } else {

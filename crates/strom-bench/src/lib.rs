@@ -90,6 +90,13 @@ fn median_max(values: &[f64]) -> (f64, f64) {
     (sorted[sorted.len() / 2], sorted[sorted.len() - 1])
 }
 
+/// The smallest and the largest of `values`: the range a bench reports beside its median.
+fn min_max(values: impl IntoIterator<Item = f64>) -> (f64, f64) {
+    values
+        .into_iter()
+        .fold((f64::MAX, f64::MIN), |(lo, hi), v| (lo.min(v), hi.max(v)))
+}
+
 /// Parses `argv` for the bench command `name`, whose flags clap defines (`A`), and runs
 /// it; `run` gets the flags as given too, for the report's command line. clap prints
 /// help and usage errors itself.

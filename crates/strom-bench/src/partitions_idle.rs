@@ -249,7 +249,7 @@ fn replication_counters(cluster: &LocalCluster) -> Result<(u64, u64)> {
 
 /// `min–max` of `values` with `decimals` decimals.
 fn range(values: impl Iterator<Item = f64>, decimals: usize) -> String {
-    let (lo, hi) = values.fold((f64::MAX, f64::MIN), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    let (lo, hi) = crate::min_max(values);
     format!("{lo:.decimals$}–{hi:.decimals$}")
 }
 

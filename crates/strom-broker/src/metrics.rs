@@ -7,8 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::net::TcpStream;
 
 /// Counters, each only ever incremented.
 #[derive(Debug, Default)]
@@ -54,27 +53,9 @@ impl BrokerMetrics {
     }
 }
 
-/// Serves `GET /metrics` on `listener` until shutdown: one request per connection.
-pub async fn serve(
-    listener: TcpListener,
-    metrics: Arc<BrokerMetrics>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
-                    tokio::spawn(answer(stream, metrics.clone()));
-                }
-                Err(e) => tracing::warn!(error = %e, "metrics listener cannot accept"),
-            },
-            _ = shutdown.changed() => return,
-        }
-    }
-}
-
-/// Reads one HTTP request (its head, at most [`MAX_REQUEST_BYTES`]) and answers it.
-async fn answer(mut stream: TcpStream, metrics: Arc<BrokerMetrics>) {
+/// Reads one HTTP request (its head, at most [`MAX_REQUEST_BYTES`]) and answers it: the
+/// counters for `GET /metrics`, 404 for anything else. One request per connection.
+pub async fn answer(mut stream: TcpStream, metrics: Arc<BrokerMetrics>) {
     let mut head = Vec::new();
     let mut buf = [0u8; 1024];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_REQUEST_BYTES {

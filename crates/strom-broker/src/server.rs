@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -195,7 +195,14 @@ impl Broker {
                     format!("cannot bind strom.metrics.listener {address}: {e}"),
                 ))
             })?;
-            tokio::spawn(metrics::serve(bound, metrics.clone(), shutdown_rx.clone()));
+            let served = metrics.clone();
+            tokio::spawn(accept_until_shutdown(
+                bound,
+                shutdown_rx.clone(),
+                move |stream, _| {
+                    tokio::spawn(metrics::answer(stream, served.clone()));
+                },
+            ));
         }
         let state = Arc::new(BrokerState {
             replication: Replication::new(isr_changes.clone(), checkpointed, shutdown_rx.clone()),
@@ -449,14 +456,33 @@ async fn accept_loop(
     listener: TcpListener,
     name: Arc<str>,
     state: Arc<BrokerState>,
+    shutdown: watch::Receiver<bool>,
+) {
+    let connections = shutdown.clone();
+    accept_until_shutdown(listener, shutdown, |stream, peer| {
+        let serve = connection::serve(
+            state.clone(),
+            name.clone(),
+            stream,
+            peer,
+            connections.clone(),
+        );
+        tokio::spawn(serve);
+    })
+    .await
+}
+
+/// Hands every connection `listener` accepts to `accepted` until `shutdown` turns true. A
+/// failed accept (out of descriptors, say) is retried after 10 ms, not at once.
+async fn accept_until_shutdown(
+    listener: TcpListener,
     mut shutdown: watch::Receiver<bool>,
+    mut accepted: impl FnMut(TcpStream, SocketAddr),
 ) {
     loop {
         tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    tokio::spawn(connection::serve(state.clone(), name.clone(), stream, peer, shutdown.clone()));
-                }
+            connection = listener.accept() => match connection {
+                Ok((stream, peer)) => accepted(stream, peer),
                 Err(e) => {
                     tracing::warn!(error = %e, "accept failed");
                     tokio::time::sleep(Duration::from_millis(10)).await;
@@ -497,9 +523,8 @@ impl BrokerPart {
         state.quorum.wait_unfenced().await;
         let mut applied = state.metadata.subscribe();
         let me = strom_metadata::BrokerId(state.node_id());
-        let serving = |image: &MetadataImage| {
-            image.is_isr_eligible(me, -1) && image.leads_every_partition_it_hosts(me)
-        };
+        let serving =
+            |image: &MetadataImage| image.is_active(me) && image.leads_every_partition_it_hosts(me);
         while !serving(&state.metadata.image()) {
             if applied.changed().await.is_err() {
                 break;

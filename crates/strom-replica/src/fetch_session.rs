@@ -304,11 +304,7 @@ impl FetchSessionCache {
             if epoch == FINAL_EPOCH {
                 return Ok(sessionless(req));
             }
-            let replica_id = if version >= REPLICA_STATE_SINCE {
-                req.replica_state.replica_id.0
-            } else {
-                req.replica_id.0
-            };
+            let replica_id = replica_id(&req, version);
             let id = inner.open(self.max_slots, self.max_partitions, &req, replica_id, now);
             return Ok(PreparedFetch {
                 request: req,
@@ -487,6 +483,16 @@ impl Inner {
         }
         self.sessions.insert(id, session);
         id
+    }
+}
+
+/// The broker a Fetch of `version` comes from (-1: a consumer): named in `ReplicaState`
+/// from v15 (KIP-903), in `replica_id` before.
+pub fn replica_id(req: &FetchRequest, version: i16) -> i32 {
+    if version >= REPLICA_STATE_SINCE {
+        req.replica_state.replica_id.0
+    } else {
+        req.replica_id.0
     }
 }
 

@@ -99,10 +99,6 @@ impl<K: Clone + Send + Sync + 'static> PartitionWatch<K> {
             partition.register_waiter(Arc::downgrade(&waiter));
         }
     }
-
-    pub fn key(&self) -> &K {
-        &self.key
-    }
 }
 
 impl<K: Clone + Send + Sync + 'static> Waiter for PartitionWatch<K> {

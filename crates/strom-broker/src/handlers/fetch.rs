@@ -40,7 +40,7 @@ use tokio::sync::Notify;
 
 use super::RequestContext;
 use crate::replica_manager;
-use strom_replica::fetch_session::{PartitionKey, SessionWatch, REPLICA_STATE_SINCE};
+use strom_replica::fetch_session::{self, PartitionKey, SessionWatch, REPLICA_STATE_SINCE};
 use strom_replica::partition::{FetchedRecords, Partition};
 use strom_replica::partition_watch::Waiter;
 use strom_wire::ApiError;
@@ -84,11 +84,7 @@ async fn serve(ctx: &RequestContext<'_>, req: &FetchRequest, watch: Option<&Sess
     let wait_ms = (req.max_wait_ms.max(0) as u64).min(MAX_WAIT_CAP_MS);
     let wait = Duration::from_millis(wait_ms);
     let deadline = Instant::now() + watch.map_or(wait, |w| w.max_wait(wait));
-    let replica_id = if ctx.version >= REPLICA_STATE_SINCE {
-        req.replica_state.replica_id.0
-    } else {
-        req.replica_id.0
-    };
+    let replica_id = fetch_session::replica_id(req, ctx.version);
     let follower = (replica_id >= 0).then_some(BrokerId(replica_id));
     // The follower's incarnation (KIP-903), which an ISR expansion names; -1 before v15.
     let broker_epoch = if ctx.version >= REPLICA_STATE_SINCE {

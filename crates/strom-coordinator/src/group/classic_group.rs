@@ -1144,12 +1144,18 @@ pub(super) mod tests {
         }
     }
 
-    #[test]
-    #[should_panic(expected = "is Empty with 1 members")]
-    fn an_empty_group_with_a_member_is_refused() {
+    /// A group one member has just joined, and the instant it joined.
+    fn one_member() -> (Group, Instant) {
         let start = Instant::now();
         let mut group = Group::new("g", start);
         let _ = group.join(join_params("", 5_000), start);
+        (group, start)
+    }
+
+    #[test]
+    #[should_panic(expected = "is Empty with 1 members")]
+    fn an_empty_group_with_a_member_is_refused() {
+        let (mut group, start) = one_member();
         group.state = GroupState::Empty;
         group.expire(start);
     }
@@ -1157,9 +1163,7 @@ pub(super) mod tests {
     #[test]
     #[should_panic(expected = "waits for a sync in state PreparingRebalance")]
     fn a_parked_sync_outside_a_completing_rebalance_is_refused() {
-        let start = Instant::now();
-        let mut group = Group::new("g", start);
-        let _ = group.join(join_params("", 5_000), start);
+        let (mut group, start) = one_member();
         let member = group.members.values_mut().next().expect("joined");
         member.awaiting_join = None;
         member.awaiting_sync = Some(oneshot::channel().0);
@@ -1169,9 +1173,7 @@ pub(super) mod tests {
     #[test]
     #[should_panic(expected = "waits for a join and a sync at once")]
     fn a_member_parked_in_a_join_and_a_sync_is_refused() {
-        let start = Instant::now();
-        let mut group = Group::new("g", start);
-        let _ = group.join(join_params("", 5_000), start);
+        let (mut group, start) = one_member();
         let member = group.members.values_mut().next().expect("joined");
         member.awaiting_sync = Some(oneshot::channel().0);
         group.expire(start);
