@@ -2,7 +2,7 @@
 
 /// Settings of one partition log. Each field is the topic-level config named in its doc;
 /// the broker fills them from `log.*` defaults overridden by topic configs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LogConfig {
     /// `segment.bytes`: roll the active segment when an append would exceed this size.
     pub segment_bytes: u64,
@@ -22,9 +22,20 @@ pub struct LogConfig {
     pub segment_index_bytes: u64,
     /// `max.message.bytes`: the largest record batch accepted.
     pub max_message_bytes: usize,
-    /// `cleanup.policy`: `delete`, `compact` or both (compaction is not run yet; `delete`
-    /// retention applies whenever the policy includes it).
+    /// `cleanup.policy`: `delete`, `compact` or both (`delete` retention applies whenever
+    /// the policy includes it, then the cleaner compacts what is left).
     pub cleanup_policy: String,
+    /// `delete.retention.ms`: how long the cleaner keeps a tombstone after it first kept
+    /// it (its batch's delete horizon).
+    pub delete_retention_ms: i64,
+    /// `min.cleanable.dirty.ratio`: the share of dirty bytes above which the log is
+    /// cleaned.
+    pub min_cleanable_dirty_ratio: f64,
+    /// `min.compaction.lag.ms`: a record younger than this is not cleaned.
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: a dirty record older than this makes the log due for
+    /// cleaning whatever its dirty ratio.
+    pub max_compaction_lag_ms: i64,
     /// `compression.type`: `producer` keeps each batch's codec; any other value is the
     /// codec batches are stored with (`uncompressed` for none), recompressing those that
     /// differ.
@@ -66,6 +77,10 @@ impl Default for LogConfig {
             segment_index_bytes: 10 * 1024 * 1024,
             max_message_bytes: 1024 * 1024 + 12,
             cleanup_policy: "delete".to_string(),
+            delete_retention_ms: 24 * 60 * 60 * 1000,
+            min_cleanable_dirty_ratio: 0.5,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
             compression_type: "producer".to_string(),
             compression_gzip_level: -1,
             compression_lz4_level: 9,

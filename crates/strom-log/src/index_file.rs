@@ -160,4 +160,13 @@ impl<E: IndexEntry> IndexFile<E> {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// Writes the pending entries and renames the file to `path` (a cleaned segment's
+    /// index taking its place in the log).
+    pub fn rename(&mut self, path: PathBuf) -> Result<(), LogError> {
+        self.write_pending()?;
+        fs::rename(&self.path, &path)?;
+        self.path = path;
+        Ok(())
+    }
 }

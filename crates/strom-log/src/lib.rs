@@ -1,7 +1,7 @@
 //! Partition logs on disk, laid out as Kafka lays them out: one directory per partition,
 //! holding segments (`<base offset>.log`) with a sparse offset index (`.index`), a time
 //! index (`.timeindex`), producer-state snapshots (`.snapshot`) and the leader epoch cache
-//! (`leader-epoch-checkpoint`).
+//! (`leader-epoch-checkpoint`). Compacted logs are cleaned by [`cleaner`].
 //!
 //! The log stores record batches exactly as producers sent them, with only the base offset
 //! and partition leader epoch rewritten; it knows nothing of sockets or of the broker.
@@ -9,6 +9,7 @@
 
 pub mod checkpoint;
 pub mod clean_shutdown;
+pub mod cleaner;
 pub mod config;
 pub mod durable_file;
 pub mod error;
@@ -16,6 +17,7 @@ pub mod file_cache;
 pub mod index_file;
 pub mod leader_epoch_cache;
 pub mod log_slice;
+pub mod offset_checkpoint;
 pub mod offset_index;
 pub mod partition_log;
 pub mod producer_state;

@@ -20,10 +20,13 @@ use crate::log_slice::LogSlice;
 
 use crate::checkpoint::{CheckpointFile, PartitionCheckpoint};
 use crate::clean_shutdown::ClosedLog;
+use crate::cleaner::{self, CleanerPhase, CleaningPlan, LogToClean, PhaseHook, SegmentFile};
 use crate::file_cache::FileCache;
 use crate::leader_epoch_cache::{EpochEntry, LeaderEpochCache};
 use crate::producer_state::SequenceCheck;
-use crate::segment::{OpenMode, PreparedBatch, Segment, REWRITTEN_PREFIX_LEN};
+use crate::segment::{
+    OpenMode, PreparedBatch, Segment, CLEANED_SUFFIX, REWRITTEN_PREFIX_LEN, SWAP_SUFFIX,
+};
 use crate::validator::validate_batch;
 use crate::{LogConfig, LogError, ProducerStateManager};
 
@@ -79,6 +82,13 @@ pub struct PartitionLog {
     /// Set by the shutdown's close: the log then refuses every change, so what the
     /// clean-shutdown record says of it stays true.
     closed: bool,
+    /// Counts the changes that remove or replace segments (retention, truncation, a
+    /// cleaning's swap), so a cleaning planned before one gives up instead of swapping
+    /// in segments cut from a log that is no longer there.
+    layout_generation: u64,
+    /// The latest delete horizon the cleaner stamped on a kept tombstone: once it has
+    /// passed, a cleaning removes tombstones even if nothing is dirty.
+    latest_delete_horizon: Option<i64>,
 }
 
 /// What opening a log may trust.
@@ -152,6 +162,10 @@ impl PartitionLog {
         for entry in listing {
             let name = entry?.file_name();
             let name = name.to_string_lossy();
+            if name.ends_with(CLEANED_SUFFIX) || name.ends_with(SWAP_SUFFIX) {
+                cleaner::swap::complete_interrupted(dir)?;
+                return Self::open_with(dir, config, files, start, now_ms);
+            }
             let (stem, found) = match name.split_once('.') {
                 Some((stem, "log")) => (stem, &mut bases),
                 Some((stem, "snapshot")) => {
@@ -212,6 +226,9 @@ impl PartitionLog {
                 }
             };
             let segment = Segment::open(dir, base, &config, files, mode)?;
+            // Segments the cleaner rewrote may end below the next one's base, but they lie
+            // below the recovery point (a roll flushes what precedes the active segment),
+            // so a recovered segment that ends early lost its tail.
             if let Some(n) = next_base {
                 truncated = segment.next_offset() < n && recover;
             }
@@ -257,6 +274,8 @@ impl PartitionLog {
             unflushed_records: 0,
             last_flush_ms: now_ms,
             closed: false,
+            layout_generation: 0,
+            latest_delete_horizon: None,
         };
         let clean_shutdown = !matches!(start, Start::Unclean);
         match start {
@@ -415,9 +434,10 @@ impl PartitionLog {
     /// Appends a leader's batches to this follower's log, as the leader stored them
     /// (Kafka's `appendAsFollower`): offsets, leader epochs and bytes unchanged.
     ///
-    /// Every batch must parse and pass its CRC, the first must start at the log end offset
-    /// and each next one where the previous ended ([`LogError::UnexpectedAppendOffset`]
-    /// otherwise); nothing is written unless all of them do. `max.message.bytes` and the
+    /// Every batch must parse and pass its CRC, the first must start at or after the log
+    /// end offset and each next one at or after where the previous ended
+    /// ([`LogError::UnexpectedAppendOffset`] otherwise; a gap is a range the leader's
+    /// cleaner emptied); nothing is written unless all of them do. `max.message.bytes` and the
     /// producers' sequences are not checked again: the leader accepted the batches, and a
     /// follower that refused them could never catch up. Each batch of a newer leader epoch
     /// than the cache knows starts that epoch in the cache, and producer state learns
@@ -437,7 +457,7 @@ impl PartitionLog {
         for batch in RecordBatches::new(records) {
             let (header, bytes) = batch?;
             verify_crc(bytes)?;
-            if header.base_offset != next_offset {
+            if header.base_offset < next_offset {
                 return Err(LogError::UnexpectedAppendOffset {
                     expected: next_offset,
                     found: header.base_offset,
@@ -522,16 +542,15 @@ impl PartitionLog {
         };
         // The epochs of the batches are on disk before the batches.
         self.leader_epoch_cache.write_pending()?;
-        assert_eq!(
-            first.base_offset,
-            self.log_end_offset(),
-            "appends start at the log end"
+        assert!(
+            first.base_offset >= self.log_end_offset(),
+            "appends start at the log end (or past a gap a leader's cleaner left)"
         );
         assert!(
             prepared
                 .windows(2)
-                .all(|w| w[1].base_offset == w[0].last_offset + 1),
-            "appended batches have contiguous offsets"
+                .all(|w| w[1].base_offset > w[0].last_offset),
+            "appended batches have increasing offsets"
         );
         let total: usize = prepared.iter().map(PreparedBatch::len).sum();
         self.maybe_roll(total as u64, last.last_offset, now_ms)?;
@@ -592,6 +611,7 @@ impl PartitionLog {
             .map(|(&b, _)| b)
             .rev()
             .collect();
+        self.layout_generation += 1;
         for base in &doomed {
             self.segments.remove(base).expect("present").delete()?;
         }
@@ -629,6 +649,7 @@ impl PartitionLog {
         // segment files go lowest first (no hole in what remains), and the checkpoint
         // names the new start before its segment exists (a log start above the log end
         // would be worse than an empty log that the follower fetches again).
+        self.layout_generation += 1;
         self.leader_epoch_cache.clear()?;
         self.producer_state = ProducerStateManager::default();
         self.delete_snapshots(|_| true)?;
@@ -886,6 +907,7 @@ impl PartitionLog {
                 break;
             }
             let segment = self.segments.remove(&base).expect("present");
+            self.layout_generation += 1;
             total -= segment.size();
             segment.delete()?;
             deleted += 1;
@@ -900,6 +922,153 @@ impl PartitionLog {
             tracing::info!(dir = %self.dir.display(), deleted, log_start_offset = self.log_start_offset, "retention deleted segments");
         }
         Ok(deleted)
+    }
+
+    /// The cleanable section of a compacted log, `None` for a log that does not compact
+    /// or a closed one. `checkpointed` is the first dirty offset the log dir's cleaner
+    /// checkpoint holds (out of range, or missing: the log start). Nothing at or above
+    /// `high_watermark`, the active segment or the first segment with a record younger
+    /// than `min.compaction.lag.ms` is cleanable (Kafka's `cleanableOffsets`).
+    pub fn to_clean(
+        &self,
+        checkpointed: Option<i64>,
+        high_watermark: i64,
+        now_ms: i64,
+    ) -> Result<Option<LogToClean>, LogError> {
+        if !self.config.compacts() || self.closed {
+            return Ok(None);
+        }
+        let end = self.log_end_offset();
+        let first_dirty = checkpointed
+            .filter(|&c| c >= self.log_start_offset && c <= end)
+            .unwrap_or(self.log_start_offset);
+        let mut first_uncleanable = self.active().base_offset().min(high_watermark);
+        let lag = self.config.min_compaction_lag_ms;
+        if lag > 0 {
+            for segment in self.dirty_segments(first_dirty, first_uncleanable) {
+                if segment.max_timestamp()? > now_ms.saturating_sub(lag) {
+                    first_uncleanable = first_uncleanable.min(segment.base_offset());
+                    break;
+                }
+            }
+        }
+        let first_uncleanable = first_uncleanable.max(first_dirty);
+        let clean_bytes = self
+            .segments
+            .values()
+            .filter(|s| s.next_offset() <= first_dirty)
+            .map(Segment::size)
+            .sum();
+        let mut cleanable_bytes = 0;
+        let mut compaction_overdue_ms = i64::MIN;
+        for segment in self.dirty_segments(first_dirty, first_uncleanable) {
+            cleanable_bytes += segment.size();
+            if compaction_overdue_ms == i64::MIN {
+                if let Some(first) = segment.first_batch_timestamp()? {
+                    let due = first.saturating_add(self.config.max_compaction_lag_ms);
+                    compaction_overdue_ms = now_ms.saturating_sub(due);
+                }
+            }
+        }
+        Ok(Some(LogToClean {
+            first_dirty_offset: first_dirty,
+            first_uncleanable_offset: first_uncleanable,
+            clean_bytes,
+            cleanable_bytes,
+            compaction_overdue_ms,
+            tombstones_expired: self.latest_delete_horizon.is_some_and(|h| h <= now_ms),
+        }))
+    }
+
+    /// The segments holding offsets in `[from, to)`.
+    fn dirty_segments(&self, from: i64, to: i64) -> impl Iterator<Item = &Segment> {
+        self.segments
+            .values()
+            .filter(move |s| s.next_offset() > from && s.base_offset() < to)
+    }
+
+    /// What a cleaning of `to_clean` reads, taken under the log's lock (see
+    /// [`CleaningPlan`]): every segment below the first uncleanable offset, the producers'
+    /// last batches, the settings.
+    pub fn plan_cleaning(&self, to_clean: LogToClean) -> CleaningPlan {
+        let segments = self
+            .segments
+            .values()
+            .take_while(|s| s.base_offset() < to_clean.first_uncleanable_offset)
+            .filter(|s| !std::ptr::eq(*s, self.active()))
+            .map(|s| SegmentFile {
+                base_offset: s.base_offset(),
+                next_offset: s.next_offset(),
+                size: s.size(),
+                path: s.log_path().to_path_buf(),
+            })
+            .collect();
+        CleaningPlan {
+            name: self.topic_partition(),
+            dir: self.dir.clone(),
+            generation: self.layout_generation,
+            to_clean,
+            segments,
+            producer_last_offsets: self.producer_state.last_batch_offsets(),
+            config: self.config.clone(),
+            files: self.files.clone(),
+        }
+    }
+
+    /// Swaps a cleaned group of segments in for the segments based at `replaced`, as
+    /// [`cleaner::swap`] describes, and returns the log's new layout generation. If the
+    /// log changed since the cleaning was planned (`generation` is not the log's), or it
+    /// is closed, the cleaned files are deleted instead and `None` returned.
+    pub fn replace_cleaned(
+        &mut self,
+        group: cleaner::cleaning::CleanedGroup,
+        phase: PhaseHook<'_>,
+    ) -> Result<Option<u64>, LogError> {
+        let cleaner::cleaning::CleanedGroup {
+            generation,
+            mut segment,
+            replaced,
+        } = group;
+        if self.closed || generation != self.layout_generation {
+            segment.discard();
+            return Ok(None);
+        }
+        assert!(
+            replaced.iter().all(|b| self.segments.contains_key(b))
+                && replaced.first() == Some(&segment.base_offset())
+                && replaced.last() < Some(&self.active().base_offset()),
+            "a cleaned group replaces sealed segments of this log, from its own base"
+        );
+        segment.rename_suffix(SWAP_SUFFIX)?;
+        fs::File::open(&self.dir)?.sync_all()?;
+        phase(CleanerPhase::SwapBegun);
+        self.layout_generation += 1;
+        for base in replaced.iter().rev() {
+            self.segments
+                .remove(base)
+                .expect("checked above")
+                .delete()?;
+        }
+        phase(CleanerPhase::OldSegmentsDeleted);
+        segment.rename_suffix("")?;
+        fs::File::open(&self.dir)?.sync_all()?;
+        self.segments.insert(segment.base_offset(), segment);
+        phase(CleanerPhase::Swapped);
+        Ok(Some(self.layout_generation))
+    }
+
+    /// The count of changes that removed or replaced segments (see
+    /// [`CleaningPlan::generation`]).
+    pub fn layout_generation(&self) -> u64 {
+        self.layout_generation
+    }
+
+    /// Notes the latest delete horizon a cleaning stamped, so the cleaner comes back
+    /// when it has passed.
+    pub fn note_delete_horizon(&mut self, horizon: Option<i64>) {
+        if horizon.is_some() {
+            self.latest_delete_horizon = horizon;
+        }
     }
 
     /// fsyncs every segment that may hold unflushed data and advances the recovery point.

@@ -186,6 +186,16 @@ impl ProducerStateManager {
         self.producers.len()
     }
 
+    /// The last offset of each producer's newest batch (Kafka's
+    /// `lastRecordsOfActiveProducers`): the batch the log cleaner keeps, emptied if need
+    /// be, so that the producer's sequence and epoch survive cleaning.
+    pub fn last_batch_offsets(&self) -> HashMap<i64, i64> {
+        self.producers
+            .iter()
+            .filter_map(|(&id, e)| Some((id, e.batches.back()?.last_offset)))
+            .collect()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.producers.is_empty()
     }

@@ -29,6 +29,15 @@ use crate::{offset_file_name, LogConfig, LogError};
 /// Bytes of a batch that are rewritten on append: base offset, batch length, leader epoch.
 pub const REWRITTEN_PREFIX_LEN: usize = 16;
 
+/// Suffix of the files of a segment the cleaner is writing: removed at the next open.
+pub const CLEANED_SUFFIX: &str = ".cleaned";
+/// Suffix of the files of a cleaned segment whose swap into the log has begun: the next
+/// open completes the swap.
+pub const SWAP_SUFFIX: &str = ".swap";
+
+/// Extensions of a segment's three files.
+pub const SEGMENT_EXTENSIONS: [&str; 3] = ["log", "index", "timeindex"];
+
 /// A batch ready to be written: its rewritten prefix and the untouched rest.
 #[derive(Debug)]
 pub struct PreparedBatch<'a> {
@@ -87,6 +96,10 @@ struct Indexes {
 pub struct Segment {
     base_offset: i64,
     log_path: PathBuf,
+    /// What follows the extension of the segment's three file names: nothing for a
+    /// segment of the log, [`CLEANED_SUFFIX`] or [`SWAP_SUFFIX`] for one the cleaner is
+    /// writing or swapping in.
+    suffix: &'static str,
     files: Arc<FileCache>,
     file_id: FileId,
     size: u64,
@@ -104,9 +117,20 @@ pub struct Segment {
 
 impl Segment {
     fn new(dir: &Path, base_offset: i64, config: &LogConfig, files: &Arc<FileCache>) -> Self {
+        Self::with_suffix(dir, base_offset, config, files, "")
+    }
+
+    fn with_suffix(
+        dir: &Path,
+        base_offset: i64,
+        config: &LogConfig,
+        files: &Arc<FileCache>,
+        suffix: &'static str,
+    ) -> Self {
         Self {
             base_offset,
-            log_path: dir.join(offset_file_name(base_offset, "log")),
+            log_path: dir.join(offset_file_name(base_offset, "log") + suffix),
+            suffix,
             files: files.clone(),
             file_id: new_file_id(),
             size: 0,
@@ -120,7 +144,8 @@ impl Segment {
     }
 
     fn index_path(&self, extension: &str) -> PathBuf {
-        self.log_path.with_extension(extension)
+        self.log_path
+            .with_file_name(offset_file_name(self.base_offset, extension) + self.suffix)
     }
 
     fn empty_indexes(&self) -> Result<Indexes, LogError> {
@@ -141,12 +166,61 @@ impl Segment {
         config: &LogConfig,
         files: &Arc<FileCache>,
     ) -> Result<Self, LogError> {
-        let mut segment = Self::new(dir, base_offset, config, files);
+        Self::create_with_suffix(dir, base_offset, config, files, "")
+    }
+
+    /// Creates the empty segment the cleaner writes a cleaned group of segments into,
+    /// beside them: its files carry [`CLEANED_SUFFIX`] until [`Self::rename_suffix`].
+    pub fn create_cleaned(
+        dir: &Path,
+        base_offset: i64,
+        config: &LogConfig,
+        files: &Arc<FileCache>,
+    ) -> Result<Self, LogError> {
+        Self::create_with_suffix(dir, base_offset, config, files, CLEANED_SUFFIX)
+    }
+
+    fn create_with_suffix(
+        dir: &Path,
+        base_offset: i64,
+        config: &LogConfig,
+        files: &Arc<FileCache>,
+        suffix: &'static str,
+    ) -> Result<Self, LogError> {
+        let mut segment = Self::with_suffix(dir, base_offset, config, files, suffix);
         File::create(&segment.log_path)?;
         let indexes = segment.empty_indexes()?;
         let _ = segment.indexes.set(indexes);
         segment.unsynced = true;
         Ok(segment)
+    }
+
+    /// Renames the segment's files to carry `suffix` instead of their current one: the
+    /// indexes first, the `.log` last, so that the `.log`'s name says how far a swap got.
+    pub fn rename_suffix(&mut self, suffix: &'static str) -> Result<(), LogError> {
+        let indexes = self
+            .indexes
+            .get_mut()
+            .expect("a cleaned segment has its indexes");
+        let name = |extension: &str| offset_file_name(self.base_offset, extension) + suffix;
+        let dir = self
+            .log_path
+            .parent()
+            .expect("a segment lives in a directory");
+        indexes.offset_index.rename(dir.join(name("index")))?;
+        indexes.time_index.rename(dir.join(name("timeindex")))?;
+        let log_path = dir.join(name("log"));
+        fs::rename(&self.log_path, &log_path)?;
+        self.log_path = log_path;
+        self.suffix = suffix;
+        Ok(())
+    }
+
+    /// Removes the files of a segment the cleaner wrote but did not swap in.
+    pub fn discard(self) {
+        for extension in SEGMENT_EXTENSIONS {
+            let _ = fs::remove_file(self.index_path(extension));
+        }
     }
 
     /// Opens an existing segment.
@@ -288,10 +362,12 @@ impl Segment {
             return Err(self.corrupt(format!("torn batch at position {}", outcome.valid_end)));
         }
         let next = outcome.next_offset.unwrap_or(self.base_offset);
-        if let Some(expected) = expected_next.filter(|&e| e != next) {
+        // Ending below the next segment's base is a range the cleaner emptied; ending
+        // above it, an overlap no log can have.
+        if let Some(expected) = expected_next.filter(|&e| next > e) {
             return Err(self.corrupt(format!(
-                "segment ends at offset {next} but the log continues at offset {expected}: \
-                 a gap in the log"
+                "segment ends at offset {next} but the next segment starts at offset \
+                 {expected}: the segments overlap"
             )));
         }
         indexes.first_batch_timestamp = read_header(&file, self.size, 0)?.map(|h| h.max_timestamp);
@@ -649,7 +725,7 @@ impl Segment {
     /// Removes the files of the segment at `base_offset` in `dir` without reading them
     /// (they may be unreadable: recovery drops the segments after a truncated one).
     pub fn delete_files(dir: &Path, base_offset: i64) -> Result<(), LogError> {
-        for extension in ["log", "index", "timeindex"] {
+        for extension in SEGMENT_EXTENSIONS {
             match fs::remove_file(dir.join(offset_file_name(base_offset, extension))) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
                 _ => {}
@@ -660,6 +736,9 @@ impl Segment {
 
     pub fn base_offset(&self) -> i64 {
         self.base_offset
+    }
+    pub fn log_path(&self) -> &Path {
+        &self.log_path
     }
     pub fn next_offset(&self) -> i64 {
         self.next_offset

@@ -1,6 +1,6 @@
 //! Opening logs for density: a clean reopen reads no index until it is used, segment files
 //! are held open only through the bounded file cache, nothing is rewritten when nothing
-//! changed, and a gap between segments is reported instead of served.
+//! changed, and segments that overlap are reported instead of served.
 
 mod common;
 
@@ -104,22 +104,30 @@ fn closing_an_unchanged_log_writes_nothing() {
 }
 
 #[test]
-fn a_gap_between_segments_is_reported_not_served() {
+fn segments_that_overlap_are_reported_not_served() {
     let root = tempfile::tempdir().unwrap();
     let dir = partition_dir(root.path());
     let files = FileCache::new(16);
     closed_log(&dir, &files);
     let logs = files_with(&dir, "log");
     let middle = logs[1].clone();
+    let base: i64 = middle
+        .file_stem()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
     for ext in ["log", "index", "timeindex"] {
-        fs::remove_file(middle.with_extension(ext)).unwrap();
+        let lower = dir.join(strom_log::offset_file_name(base - 1, ext));
+        fs::rename(middle.with_extension(ext), lower).unwrap();
     }
     let log = PartitionLog::open(&dir, small_segments(), &files, true, NOW).unwrap();
     let err = log.read(0, usize::MAX, true).unwrap_err();
     match err {
         LogError::CorruptFile { path, reason } => {
             assert!(path.ends_with(&*logs[0].file_name().unwrap().to_string_lossy()));
-            assert!(reason.contains("gap"), "{reason}");
+            assert!(reason.contains("overlap"), "{reason}");
         }
         other => panic!("expected a corrupt-file error, got {other}"),
     }

@@ -165,7 +165,7 @@ fn follower_appends_report_offsets_and_take_batches_a_leader_would_refuse() {
 }
 
 #[test]
-fn a_follower_refuses_batches_that_do_not_continue_its_log() {
+fn a_follower_refuses_batches_below_its_log_end_and_accepts_a_cleaned_gap() {
     let root = tempfile::tempdir().unwrap();
     let mut leader = open(&root.path().join("leader"), config(), true);
     for _ in 0..3 {
@@ -184,9 +184,8 @@ fn a_follower_refuses_batches_that_do_not_continue_its_log() {
             }) => assert_eq!((e, f), (expected, found)),
             other => panic!("expected UnexpectedAppendOffset, got {other:?}"),
         };
-    assert_refused(&mut follower, &batches[1].1, 0, 2);
-    let gap = [batches[0].1.clone(), batches[2].1.clone()].concat();
-    assert_refused(&mut follower, &gap, 2, 4);
+    let backwards = [batches[1].1.clone(), batches[0].1.clone()].concat();
+    assert_refused(&mut follower, &backwards, 4, 0);
     assert_eq!(
         (follower.log_end_offset(), follower.size_bytes()),
         (0, 0),
@@ -206,6 +205,14 @@ fn a_follower_refuses_batches_that_do_not_continue_its_log() {
         Err(LogError::InvalidBatch(_))
     ));
     assert_eq!(follower.log_end_offset(), 2);
+    // A range the leader's cleaner emptied leaves a gap a follower takes as it is.
+    follower.append_as_follower(&batches[2].1, NOW).unwrap();
+    assert_eq!(follower.log_end_offset(), 6);
+    let copied = follower.read(0, usize::MAX, true).unwrap().records;
+    assert_eq!(
+        copied,
+        [batches[0].1.clone(), batches[2].1.clone()].concat()
+    );
 }
 
 #[test]

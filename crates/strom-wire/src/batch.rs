@@ -167,6 +167,13 @@ impl RecordBatchHeader {
         self.attributes & 0x20 != 0
     }
 
+    /// When the log cleaner may remove the batch's tombstones (and, for a control batch,
+    /// the marker): set by the cleaner the first time it keeps them (KIP-534), stored in
+    /// the base timestamp with [`DELETE_HORIZON_BIT`] set.
+    pub fn delete_horizon_ms(&self) -> Option<i64> {
+        (self.attributes & DELETE_HORIZON_BIT != 0).then_some(self.base_timestamp)
+    }
+
     /// Whether the producer set a producer id, i.e. the batch is idempotent.
     pub fn has_producer_id(&self) -> bool {
         self.producer_id >= 0
@@ -238,6 +245,9 @@ impl RecordBatchHeader {
         b
     }
 }
+
+/// Attribute bit saying the base timestamp holds the delete horizon (KIP-534).
+pub const DELETE_HORIZON_BIT: i16 = 0x40;
 
 /// Attribute bit of the timestamp type: set for LogAppendTime.
 pub const TIMESTAMP_TYPE_BIT: i16 = 0x08;

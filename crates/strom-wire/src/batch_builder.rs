@@ -194,13 +194,7 @@ impl BatchBuilder {
     ) -> Result<Vec<u8>, BatchError> {
         self.buf.truncate(self.len);
         if codec != Codec::None {
-            // A level of -1 is the codec's own default, as librdkafka applies it: LZ4
-            // frame's fast mode (not the HC levels above 2), zstd's 3, gzip's 6.
-            let level = match (codec, level) {
-                (Codec::Lz4, l) if l < 0 => 0,
-                (Codec::Zstd, l) if l < 0 => 3,
-                (_, l) => l,
-            };
+            let level = codec::level_or_default(codec, level);
             let packed = codec::compress(codec, level, &self.buf[BATCH_HEADER_LEN..])?;
             self.buf.truncate(BATCH_HEADER_LEN);
             self.buf.extend_from_slice(&packed);

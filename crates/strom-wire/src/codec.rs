@@ -392,6 +392,16 @@ fn decompress_snappy(data: &[u8], limit: usize, out: &mut Vec<u8>) -> Result<(),
 
 /// Compresses a records section with `codec` at `level` (the topic's
 /// `compression.<codec>.level`; ignored by snappy, which has none).
+/// `level`, or for -1 the codec's own default as librdkafka applies it: LZ4 frame's fast
+/// mode (not the HC levels above 2), zstd's 3, gzip's 6.
+pub fn level_or_default(codec: Codec, level: i32) -> i32 {
+    match (codec, level) {
+        (Codec::Lz4, l) if l < 0 => 0,
+        (Codec::Zstd, l) if l < 0 => 3,
+        (_, l) => l,
+    }
+}
+
 pub fn compress(codec: Codec, level: i32, data: &[u8]) -> Result<Vec<u8>, BatchError> {
     match codec {
         Codec::None => Ok(data.to_vec()),

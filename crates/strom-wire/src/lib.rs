@@ -16,6 +16,7 @@ pub mod records;
 pub mod request;
 pub mod response;
 pub mod response_frame;
+pub mod retained_batch;
 
 pub use api_error::ApiError;
 pub use batch::{BatchError, RecordBatchHeader, RecordBatches, BATCH_HEADER_LEN};
@@ -28,6 +29,7 @@ pub use frame::FrameDecoder;
 pub use request::{decode_request, DecodedRequest};
 pub use response::encode_response;
 pub use response_frame::{encode_response_frame, FramePart, ResponseFrame, TransferableRecords};
+pub use retained_batch::RetainedBatch;
 
 /// Wall-clock milliseconds since the epoch, the unit of Kafka's timestamps.
 pub fn now_ms() -> i64 {

@@ -101,6 +101,11 @@ pub struct RecordView<'a> {
     /// `None` for a null key.
     pub key: Option<&'a [u8]>,
     pub value: Option<&'a [u8]>,
+    /// The record as it lies after its length prefix, for a writer that keeps it whole.
+    pub body: &'a [u8],
+    /// The part of `body` after the timestamp delta (offset delta, key, value, headers),
+    /// for a writer that gives the record a new timestamp delta and keeps the rest.
+    pub after_timestamp: &'a [u8],
 }
 
 /// Calls `f` for each of the `count` records in an uncompressed records section (the
@@ -167,6 +172,7 @@ fn parse_record(index: i32, body: &[u8]) -> Result<RecordView<'_>, BatchError> {
     let mut record = Cursor { bytes: body, at: 0 };
     record.take(1)?;
     let timestamp_delta = record.varlong()?;
+    let after_timestamp = &body[record.at..];
     let offset_delta = record.varint()?;
     let key = record.bytes_field()?;
     let value = record.bytes_field()?;
@@ -195,6 +201,8 @@ fn parse_record(index: i32, body: &[u8]) -> Result<RecordView<'_>, BatchError> {
         timestamp_delta,
         key,
         value,
+        body,
+        after_timestamp,
     })
 }
 

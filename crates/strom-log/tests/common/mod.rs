@@ -176,3 +176,71 @@ pub fn files_with(dir: &Path, extension: &str) -> Vec<PathBuf> {
     files.sort();
     files
 }
+
+/// One record of a compaction test: a key (or none) and a value (or a tombstone).
+pub type KeyedRecord = (Option<String>, Option<Vec<u8>>);
+
+/// A batch of `records` as a producer sends it, compressed with `compression`, with
+/// `producer`'s id, epoch and base sequence if given; record `i` has timestamp
+/// `timestamp + i`.
+pub fn keyed_batch(
+    records: &[KeyedRecord],
+    compression: kafka_protocol::records::Compression,
+    producer: Option<(i64, i16, i32)>,
+    timestamp: i64,
+) -> Vec<u8> {
+    use kafka_protocol::records::{Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+    let (producer_id, producer_epoch, base_sequence) = producer.unwrap_or((-1, -1, -1));
+    let records: Vec<Record> = records
+        .iter()
+        .enumerate()
+        .map(|(i, (key, value))| Record {
+            transactional: false,
+            control: false,
+            partition_leader_epoch: -1,
+            producer_id,
+            producer_epoch,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: if base_sequence < 0 {
+                -1
+            } else {
+                base_sequence + i as i32
+            },
+            timestamp: timestamp + i as i64,
+            key: key.clone().map(bytes::Bytes::from),
+            value: value.clone().map(bytes::Bytes::from),
+            headers: Default::default(),
+            delete_horizon: false,
+        })
+        .collect();
+    let mut buf = bytes::BytesMut::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression,
+    };
+    RecordBatchEncoder::encode(&mut buf, &records, &options).expect("encode");
+    buf.to_vec()
+}
+
+/// A record as read back: offset, timestamp, key, value.
+pub type ReadRecord = (i64, i64, Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// Every record of the log, in order, decoded.
+pub fn records_of(log: &PartitionLog) -> Vec<ReadRecord> {
+    let mut out = Vec::new();
+    for (_, batch) in read_all(log) {
+        let mut bytes = bytes::Bytes::from(batch);
+        let decoded = kafka_protocol::records::RecordBatchDecoder::decode(&mut bytes)
+            .expect("a batch the log serves decodes");
+        for r in decoded.records {
+            out.push((
+                r.offset,
+                r.timestamp,
+                r.key.map(|k| k.to_vec()),
+                r.value.map(|v| v.to_vec()),
+            ));
+        }
+    }
+    out
+}
