@@ -73,11 +73,42 @@ fn run(program: &str, args: &[&str], stdin: &[u8]) -> String {
 /// SKIPPED fails the test, since CI installs every client and the broker serves every API
 /// the scripts use.
 fn run_client_script(program: &str, script: &str) {
-    let broker = StromBroker::start(&["auto.create.topics.enable=false"]);
-    let out = run(program, &[script, &broker.bootstrap()], b"");
+    run_client_script_with(program, script, &[], &[]);
+}
+
+/// [`run_client_script`] with more `args` after the address, and `overrides` of the
+/// broker's settings.
+fn run_client_script_with(program: &str, script: &str, args: &[&str], overrides: &[&str]) {
+    let mut settings = vec!["auto.create.topics.enable=false"];
+    settings.extend_from_slice(overrides);
+    let broker = StromBroker::start(&settings);
+    let bootstrap = broker.bootstrap();
+    let mut all_args = vec![script, bootstrap.as_str()];
+    all_args.extend_from_slice(args);
+    let out = run(program, &all_args, b"");
     print!("{out}");
     assert!(out.contains("PASS"), "{out}");
     assert!(!out.contains("SKIPPED"), "{script} skipped a part:\n{out}");
+}
+
+/// The cleaner looks for dirty logs every 100 ms, so a compacted topic is cleaned while
+/// a script waits for it.
+const QUICK_CLEANER: &[&str] = &["log.cleaner.backoff.ms=100"];
+
+#[test]
+fn librdkafka_reads_back_what_kafka_serves_of_a_compacted_topic() {
+    run_client_script_with("python3", "compaction.py", &["confluent"], QUICK_CLEANER);
+}
+
+#[test]
+fn kafka_python_reads_back_what_kafka_serves_of_a_compacted_topic() {
+    run_client_script_with("python3", "compaction.py", &["kafka-python"], QUICK_CLEANER);
+}
+
+#[test]
+fn kafkajs_reads_back_what_kafka_serves_of_a_compacted_topic() {
+    assert_npm_installed("kafkajs");
+    run_client_script_with("node", "compaction_kafkajs.js", &[], QUICK_CLEANER);
 }
 
 /// Fails with the install hint when the npm package `name` is missing from tests/clients.

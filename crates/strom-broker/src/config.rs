@@ -12,6 +12,7 @@ use strom_log::LogConfig;
 
 use crate::broker_configs;
 use crate::kraft_config::{self, KraftConfig};
+use crate::log_cleaner::LogCleanerConfig;
 use crate::replication_config::ReplicationConfig;
 use thiserror::Error;
 
@@ -142,9 +143,8 @@ pub struct BrokerConfig {
     /// `offsets.topic.segment.bytes`: the segment size of `__consumer_offsets`, which
     /// bounds how much of it lies beyond the snapshot that lets older segments go.
     pub offsets_topic_segment_bytes: i32,
-    /// `log.cleaner.backoff.ms`: how often the partitions of `__consumer_offsets` are
-    /// checked for a snapshot that lets their old segments go.
-    pub log_cleaner_backoff_ms: u64,
+    /// The `log.cleaner.*` keys.
+    pub log_cleaner: LogCleanerConfig,
     /// `offsets.commit.timeout.ms`: how long a commit waits for `__consumer_offsets` to
     /// replicate it before the coordinator answers COORDINATOR_NOT_AVAILABLE.
     pub offsets_commit_timeout: std::time::Duration,
@@ -280,7 +280,7 @@ impl BrokerConfig {
             offsets_topic_num_partitions: 50,
             offsets_topic_replication_factor: 3,
             offsets_commit_timeout: std::time::Duration::from_millis(5000),
-            log_cleaner_backoff_ms: 15_000,
+            log_cleaner: LogCleanerConfig::default(),
             offsets_topic_segment_bytes: 104_857_600,
             given: props.clone(),
             kraft: KraftConfig::from_properties(&BTreeMap::new(), 1)?,

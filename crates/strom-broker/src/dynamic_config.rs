@@ -174,19 +174,30 @@ impl DynamicBrokerConfigs {
         given: &BTreeMap<String, String>,
         node_id: i32,
     ) -> Result<LogConfig, ConfigError> {
-        BrokerConfig::from_properties(&self.layered(given, node_id, None)).map(|c| c.log_defaults)
+        self.current(given, node_id).map(|c| c.log_defaults)
+    }
+
+    /// The configuration `node_id` runs with now: `given` overlaid with the dynamic
+    /// configs.
+    pub fn current(
+        &self,
+        given: &BTreeMap<String, String>,
+        node_id: i32,
+    ) -> Result<BrokerConfig, ConfigError> {
+        BrokerConfig::from_properties(&self.layered(given, node_id, None))
     }
 }
 
-/// Recomputes the broker's log defaults from its configs as they are now and applies
-/// them to every partition.
+/// Recomputes the broker's log defaults and log cleaner settings from its configs as
+/// they are now and applies them.
 pub fn apply(state: &BrokerState) {
     match state
         .dynamic_configs
-        .log_defaults(&state.config.given, state.node_id())
+        .current(&state.config.given, state.node_id())
     {
-        Ok(defaults) => {
-            state.logs.set_defaults(defaults);
+        Ok(current) => {
+            state.logs.set_defaults(current.log_defaults);
+            state.log_cleaner.reconfigure(current.log_cleaner);
             tracing::info!("dynamic broker configs applied");
         }
         Err(e) => tracing::error!(error = %e, "dynamic broker configs not applied"),

@@ -18,6 +18,7 @@ pub mod error;
 pub mod handlers;
 pub mod kafka_broker_keys;
 pub mod kraft_config;
+pub mod log_cleaner;
 pub mod log_dir_workers;
 pub mod log_manager;
 pub mod memory;

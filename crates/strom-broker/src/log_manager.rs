@@ -640,7 +640,7 @@ impl LogManager {
 
     /// Every partition with a log or the reason it has none: not the stand-ins of those
     /// start-up has yet to open.
-    fn all_partitions(&self) -> Vec<Arc<Partition>> {
+    pub(crate) fn all_partitions(&self) -> Vec<Arc<Partition>> {
         self.topics
             .read()
             .values()

@@ -25,6 +25,13 @@ pub struct BrokerMetrics {
     pub fetcher_requests: AtomicU64,
     /// Partitions whose fetch position this broker's fetchers looked up for a request.
     pub fetcher_partitions_planned: AtomicU64,
+    /// Cleanings of a compacted log the log cleaner completed.
+    pub log_cleaner_cleanings: AtomicU64,
+    /// Bytes of segments the log cleaner read and wrote.
+    pub log_cleaner_bytes_read: AtomicU64,
+    pub log_cleaner_bytes_written: AtomicU64,
+    /// Times the log cleaner marked a partition uncleanable.
+    pub log_cleaner_uncleanable: AtomicU64,
 }
 
 /// How a request may ask for the counters, and the most of it that is read.
@@ -34,13 +41,17 @@ const MAX_REQUEST_BYTES: usize = 8192;
 impl BrokerMetrics {
     /// The counters in Prometheus's text exposition format.
     pub fn render(&self) -> String {
-        let counters: [(&str, &AtomicU64, &str); 6] = [
+        let counters: [(&str, &AtomicU64, &str); 10] = [
             ("strom_produce_appends_total", &self.produce_appends, "Appends of a partition's records from a Produce request to a partition this broker leads."),
             ("strom_replica_fetch_requests_total", &self.replica_fetch_requests, "Followers' Fetch requests answered as a leader."),
             ("strom_replica_fetch_partitions_read_total", &self.replica_fetch_partitions_read, "Partitions read to answer followers' Fetch requests, each read after a wake-up counted again."),
             ("strom_replica_fetch_wakeups_total", &self.replica_fetch_wakeups, "Wake-ups of followers' parked Fetch requests."),
             ("strom_fetcher_requests_total", &self.fetcher_requests, "Fetch requests this broker's replica fetchers sent."),
             ("strom_fetcher_partitions_planned_total", &self.fetcher_partitions_planned, "Partitions whose fetch position the replica fetchers looked up for a request."),
+            ("strom_log_cleaner_cleanings_total", &self.log_cleaner_cleanings, "Cleanings of a compacted log the log cleaner completed."),
+            ("strom_log_cleaner_bytes_read_total", &self.log_cleaner_bytes_read, "Bytes of segments the log cleaner read."),
+            ("strom_log_cleaner_bytes_written_total", &self.log_cleaner_bytes_written, "Bytes of cleaned segments the log cleaner wrote."),
+            ("strom_log_cleaner_uncleanable_total", &self.log_cleaner_uncleanable, "Times the log cleaner marked a partition uncleanable (the broker log says why)."),
         ];
         let mut out = String::new();
         for (name, value, help) in counters {

@@ -19,6 +19,7 @@ use strom_metadata::{Endpoint, MetadataImage};
 
 use crate::config::Listener;
 use crate::dynamic_config::DynamicBrokerConfigs;
+use crate::log_cleaner::LogCleaner;
 use crate::log_manager::LogManager;
 use crate::memory::{MemoryTrimmer, TRIM_CHECK_INTERVAL_MS};
 use crate::metadata_cache::MetadataCache;
@@ -204,12 +205,23 @@ impl Broker {
                 },
             ));
         }
+        let logs = Arc::new(logs);
+        let cleaner_config = dynamic_configs
+            .current(&self.config.given, self.config.node_id)
+            .map_or(self.config.log_cleaner, |c| c.log_cleaner);
+        let log_cleaner = LogCleaner::start(
+            logs.clone(),
+            metrics.clone(),
+            cleaner_config,
+            &self.config.log_dirs,
+        );
         let state = Arc::new(BrokerState {
             replication: Replication::new(isr_changes.clone(), checkpointed, shutdown_rx.clone()),
             advertised,
             config: self.config,
             metadata,
             logs,
+            log_cleaner,
             groups,
             memory: MemoryTrimmer::default(),
             quorum: quorum.clone(),
@@ -380,7 +392,7 @@ fn spawn_schedulers(state: &Arc<BrokerState>, shutdown: &watch::Receiver<bool>) 
     every(config.offsets_retention_check_interval_ms, |s| {
         s.groups.expire_offsets(Instant::now(), now_ms())
     });
-    every(config.log_cleaner_backoff_ms, trim_offsets_partitions);
+    every(config.log_cleaner.backoff_ms, trim_offsets_partitions);
     let flush_interval = config
         .flush_scheduler_interval_ms
         .min(u64::try_from(config.log_defaults.flush_ms).unwrap_or(u64::MAX));
@@ -549,6 +561,7 @@ impl BrokerPart {
         }
         let state = self.state.clone();
         tokio::task::spawn_blocking(move || {
+            state.log_cleaner.shutdown();
             replication::checkpoint_high_watermarks(&state);
             state.logs.shutdown()
         })

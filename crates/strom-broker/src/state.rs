@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::config::{BrokerConfig, Listener};
 use crate::dynamic_config::DynamicBrokerConfigs;
+use crate::log_cleaner::LogCleaner;
 use crate::log_manager::LogManager;
 use crate::memory::MemoryTrimmer;
 use crate::metadata_cache::MetadataCache;
@@ -20,7 +21,9 @@ pub struct BrokerState {
     pub config: BrokerConfig,
     /// The address clients are told to use (Metadata, FindCoordinator, DescribeCluster).
     pub advertised: Listener,
-    pub logs: LogManager,
+    pub logs: Arc<LogManager>,
+    /// The log cleaner's threads (compaction).
+    pub log_cleaner: Arc<LogCleaner>,
     pub groups: GroupCoordinator,
     pub memory: MemoryTrimmer,
     /// The cluster as Metadata, DescribeCluster and FindCoordinator describe it.

@@ -3,7 +3,7 @@
 //! how strom honours it.
 //!
 //! A key whose feature strom has is applied to the partition's [`LogConfig`]. A key for
-//! a feature not built yet (compaction, tiered storage, throttling) is accepted,
+//! a feature not built yet (tiered storage, throttling) is accepted,
 //! validated and reported like any other, with a warning in the log when it is set, so a
 //! client never sees a value silently different from Kafka's.
 
@@ -53,7 +53,7 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
         default: DefaultValue::Log(|c| c.cleanup_policy.clone()),
         broker_synonym: Some("log.cleanup.policy"),
         validator: Validator::ListOf(&["compact", "delete"]),
-        doc: "The retention policy of old log segments: \"delete\" discards them by time or size, \"compact\" keeps the latest value of each key (compaction is not run by strom yet).",
+        doc: "The retention policy of old log segments: \"delete\" discards them by time or size, \"compact\" keeps the latest value of each key (the log cleaner), \"compact,delete\" does both.",
         apply: Some(|c, v| c.cleanup_policy = v.to_string()),
     },
     TopicConfigDef {
@@ -95,11 +95,11 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
     TopicConfigDef {
         name: "delete.retention.ms",
         config_type: ConfigType::Long,
-        default: DefaultValue::Fixed("86400000"),
+        default: DefaultValue::Log(|c| c.delete_retention_ms.to_string()),
         broker_synonym: Some("log.cleaner.delete.retention.ms"),
         validator: Validator::AtLeast(0),
-        doc: "How long delete tombstones are retained by compaction (not run by strom yet).",
-        apply: None,
+        doc: "How long the cleaner keeps a tombstone after it first kept it, so a consumer that reads the topic from its start within that time sees the deletion.",
+        apply: Some(|c, v| c.delete_retention_ms = num(v)),
     },
     TopicConfigDef {
         name: "file.delete.delay.ms",
@@ -176,11 +176,11 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
     TopicConfigDef {
         name: "max.compaction.lag.ms",
         config_type: ConfigType::Long,
-        default: DefaultValue::Fixed(L),
+        default: DefaultValue::Log(|c| c.max_compaction_lag_ms.to_string()),
         broker_synonym: Some("log.cleaner.max.compaction.lag.ms"),
         validator: Validator::AtLeast(1),
-        doc: "The longest a message stays ineligible for compaction (not run by strom yet).",
-        apply: None,
+        doc: "The longest a record stays uncompacted: a log with an older dirty record is cleaned whatever its dirty ratio.",
+        apply: Some(|c, v| c.max_compaction_lag_ms = num(v)),
     },
     TopicConfigDef {
         name: "max.message.bytes",
@@ -254,20 +254,20 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
     TopicConfigDef {
         name: "min.cleanable.dirty.ratio",
         config_type: ConfigType::Double,
-        default: DefaultValue::Fixed("0.5"),
+        default: DefaultValue::Log(|c| c.min_cleanable_dirty_ratio.to_string()),
         broker_synonym: Some("log.cleaner.min.cleanable.ratio"),
         validator: Validator::Ratio,
-        doc: "The dirty ratio above which the log is compacted (not run by strom yet).",
-        apply: None,
+        doc: "The share of the log's bytes not yet cleaned above which the cleaner cleans it.",
+        apply: Some(|c, v| c.min_cleanable_dirty_ratio = v.parse().expect("validated")),
     },
     TopicConfigDef {
         name: "min.compaction.lag.ms",
         config_type: ConfigType::Long,
-        default: DefaultValue::Fixed("0"),
+        default: DefaultValue::Log(|c| c.min_compaction_lag_ms.to_string()),
         broker_synonym: Some("log.cleaner.min.compaction.lag.ms"),
         validator: Validator::AtLeast(0),
-        doc: "The least time a message stays uncompacted (not run by strom yet).",
-        apply: None,
+        doc: "The least time a record stays uncompacted.",
+        apply: Some(|c, v| c.min_compaction_lag_ms = num(v)),
     },
     TopicConfigDef {
         name: "min.insync.replicas",

@@ -89,6 +89,10 @@ pub struct PartitionLog {
     /// The latest delete horizon the cleaner stamped on a kept tombstone: once it has
     /// passed, a cleaning removes tombstones even if nothing is dirty.
     latest_delete_horizon: Option<i64>,
+    /// The lowest offset the log was truncated to since the cleaner last recorded how
+    /// far it cleaned: records above it may be new, so the cleaner's checkpoint must not
+    /// claim them (Kafka's `maybeTruncateCheckpoint`).
+    truncated_to: Option<i64>,
 }
 
 /// What opening a log may trust.
@@ -276,6 +280,7 @@ impl PartitionLog {
             closed: false,
             layout_generation: 0,
             latest_delete_horizon: None,
+            truncated_to: None,
         };
         let clean_shutdown = !matches!(start, Start::Unclean);
         match start {
@@ -623,6 +628,7 @@ impl PartitionLog {
             new_end <= offset && new_end < end,
             "truncation to {offset} left the log end at {new_end}"
         );
+        self.truncated_to = Some(self.truncated_to.map_or(new_end, |t| t.min(new_end)));
         self.leader_epoch_cache.truncate_from_end(new_end)?;
         self.load_producer_state()?;
         self.log_start_offset = self.log_start_offset.min(new_end);
@@ -650,6 +656,7 @@ impl PartitionLog {
         // names the new start before its segment exists (a log start above the log end
         // would be worse than an empty log that the follower fetches again).
         self.layout_generation += 1;
+        self.truncated_to = Some(self.truncated_to.map_or(offset, |t| t.min(offset)));
         self.leader_epoch_cache.clear()?;
         self.producer_state = ProducerStateManager::default();
         self.delete_snapshots(|_| true)?;
@@ -940,6 +947,7 @@ impl PartitionLog {
         }
         let end = self.log_end_offset();
         let first_dirty = checkpointed
+            .map(|c| c.min(self.truncated_to.unwrap_or(i64::MAX)))
             .filter(|&c| c >= self.log_start_offset && c <= end)
             .unwrap_or(self.log_start_offset);
         let mut first_uncleanable = self.active().base_offset().min(high_watermark);
@@ -1063,12 +1071,13 @@ impl PartitionLog {
         self.layout_generation
     }
 
-    /// Notes the latest delete horizon a cleaning stamped, so the cleaner comes back
-    /// when it has passed.
-    pub fn note_delete_horizon(&mut self, horizon: Option<i64>) {
-        if horizon.is_some() {
-            self.latest_delete_horizon = horizon;
-        }
+    /// Records a completed cleaning up to `end` whose kept tombstones carry delete
+    /// horizons up to `horizon` (so the cleaner comes back when it has passed), and
+    /// returns the first dirty offset the cleaner's checkpoint may keep: `end`, or lower
+    /// if the log was truncated below it meanwhile.
+    pub fn cleaned_up_to(&mut self, end: i64, horizon: Option<i64>) -> i64 {
+        self.latest_delete_horizon = horizon;
+        end.min(self.truncated_to.take().unwrap_or(i64::MAX))
     }
 
     /// fsyncs every segment that may hold unflushed data and advances the recovery point.

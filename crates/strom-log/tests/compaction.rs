@@ -82,7 +82,7 @@ fn clean_with(
         |group| log.replace_cleaned(group, &no_phase_hook),
         &no_phase_hook,
     )?;
-    log.note_delete_horizon(outcome.latest_delete_horizon);
+    log.cleaned_up_to(outcome.end_offset, outcome.latest_delete_horizon);
     Ok(outcome)
 }
 

@@ -5,6 +5,8 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use strom_wire::batch::verify_crc;
@@ -83,11 +85,13 @@ pub struct CleanedGroup {
     pub replaced: Vec<i64>,
 }
 
-/// A cleaner thread's reusable state: its throttle and I/O buffer.
+/// A cleaner thread's settings and throttle.
 #[derive(Debug)]
 pub struct Cleaner {
     config: CleanerConfig,
     throttler: Throttler,
+    /// Set to stop a cleaning in progress (a shutdown): it ends with [`LogError::Closed`].
+    abort: Option<Arc<AtomicBool>>,
 }
 
 impl Cleaner {
@@ -95,7 +99,27 @@ impl Cleaner {
         Self {
             throttler: Throttler::new(config.max_io_bytes_per_second),
             config,
+            abort: None,
         }
+    }
+
+    /// A cleaner whose cleanings stop, at the next I/O, once `abort` is set.
+    pub fn with_abort(mut self, abort: Arc<AtomicBool>) -> Self {
+        self.abort = Some(abort);
+        self
+    }
+
+    fn check_abort(&self, plan: &CleaningPlan) -> Result<(), LogError> {
+        if self
+            .abort
+            .as_ref()
+            .is_some_and(|a| a.load(Ordering::Acquire))
+        {
+            return Err(LogError::Closed {
+                dir: plan.dir.display().to_string(),
+            });
+        }
+        Ok(())
     }
 
     /// Cleans the log `plan` describes at time `now_ms`, handing each cleaned group to
@@ -180,6 +204,7 @@ impl Cleaner {
             .filter(|s| s.next_offset > start && s.base_offset < upper);
         'segments: for segment in dirty {
             let mut reader = BatchReader::open(segment, self.config.io_buffer_bytes)?;
+            self.check_abort(plan)?;
             while let Some((header, batch)) = reader.next_batch(&mut self.throttler)? {
                 if header.base_offset >= upper {
                     break 'segments;
@@ -243,6 +268,7 @@ impl Cleaner {
                     out.push(&header, kept);
                 }
                 if out.bytes.len() >= self.config.io_buffer_bytes {
+                    self.check_abort(plan)?;
                     self.write_out(&mut out, dest, stats)?;
                     phase(CleanerPhase::Copying);
                 }
