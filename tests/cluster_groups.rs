@@ -6,8 +6,8 @@
 //! go on, and a real group member resumes from them; clients cannot produce to the
 //! topic. A member whose coordinator is killed goes on in its generation at the new one,
 //! which restored the group's membership from the topic. A partition of `__consumer_offsets`
-//! that grew past its live offsets is trimmed to a snapshot of them on every replica, and
-//! a new coordinator replays the trimmed log to the latest offsets. Every wait polls its
+//! that grew past its live offsets is compacted by the log cleaner on every replica, and
+//! a new coordinator replays the compacted log to the latest offsets. Every wait polls its
 //! condition.
 
 mod common;
@@ -307,21 +307,24 @@ fn node_address(cluster: &TestCluster, id: i32) -> String {
         .expect("the node")
 }
 
-/// The `.log` segment files of partition 0 of `__consumer_offsets` on node `id`.
-fn offsets_segments(cluster: &TestCluster, id: i32) -> usize {
+/// The bytes of the `.log` segment files of partition 0 of `__consumer_offsets` on node
+/// `id`.
+fn offsets_log_bytes(cluster: &TestCluster, id: i32) -> u64 {
     let node = cluster.nodes.iter().find(|n| n.id == id).expect("node");
     std::fs::read_dir(node.dir.join("data").join("__consumer_offsets-0"))
         .map(|entries| {
             entries
                 .filter_map(Result::ok)
                 .filter(|e| e.path().extension().is_some_and(|x| x == "log"))
-                .count()
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
         })
         .unwrap_or(0)
 }
 
 #[test]
-fn a_partition_of_consumer_offsets_is_trimmed_to_its_live_offsets_on_every_replica() {
+fn a_partition_of_consumer_offsets_is_compacted_to_its_live_offsets_on_every_replica() {
     let mut extra = FAST.to_vec();
     extra.extend([
         "offsets.topic.num.partitions=1",
@@ -342,18 +345,19 @@ fn a_partition_of_consumer_offsets_is_trimmed_to_its_live_offsets_on_every_repli
     }
     drop(committer);
 
-    // Each replica drops the segments before the snapshot of the three live offsets.
+    // Each replica's cleaner keeps the three live offsets and the group's membership of
+    // the sealed segments: less than the active segment's 4 kB beside it.
     assert!(
         wait_until(TIMEOUT, || {
-            (1..=3).all(|id| offsets_segments(&cluster, id) <= 3)
+            (1..=3).all(|id| offsets_log_bytes(&cluster, id) < 2 * 4096)
         }),
-        "segments of __consumer_offsets-0 per replica: {:?}",
+        "bytes of __consumer_offsets-0 per replica: {:?}",
         (1..=3)
-            .map(|id| offsets_segments(&cluster, id))
+            .map(|id| offsets_log_bytes(&cluster, id))
             .collect::<Vec<_>>()
     );
 
-    // A new coordinator replays the trimmed log to the latest offsets.
+    // A new coordinator replays the compacted log to the latest offsets.
     let coordinating = coordinator(&addr, GROUP).unwrap();
     cluster.kill9(coordinating).unwrap();
     let survivor = cluster.broker_other_than(coordinating);

@@ -392,7 +392,6 @@ fn spawn_schedulers(state: &Arc<BrokerState>, shutdown: &watch::Receiver<bool>) 
     every(config.offsets_retention_check_interval_ms, |s| {
         s.groups.expire_offsets(Instant::now(), now_ms())
     });
-    every(config.log_cleaner.backoff_ms, trim_offsets_partitions);
     let flush_interval = config
         .flush_scheduler_interval_ms
         .min(u64::try_from(config.log_defaults.flush_ms).unwrap_or(u64::MAX));
@@ -409,29 +408,6 @@ fn spawn_schedulers(state: &Arc<BrokerState>, shutdown: &watch::Receiver<bool>) 
     every(TRIM_CHECK_INTERVAL_MS, |s| {
         s.memory.trim_if_connections_closed()
     });
-}
-
-/// Snapshots the partitions of `__consumer_offsets` that grew past their live offsets
-/// and, once each snapshot is replicated, moves the partition's log start to it.
-fn trim_offsets_partitions(state: &BrokerState) {
-    for snapshot in state.groups.snapshot_offsets_partitions() {
-        let timeout = state.config.offsets_commit_timeout;
-        tokio::spawn(async move {
-            let index = snapshot.index;
-            match snapshot.trim(timeout).await {
-                Ok(log_start) => {
-                    tracing::info!(
-                        partition = index,
-                        log_start,
-                        "__consumer_offsets partition trimmed to its snapshot"
-                    )
-                }
-                Err(e) => {
-                    tracing::info!(partition = index, error = ?e, "__consumer_offsets partition not trimmed; it is tried again later")
-                }
-            }
-        });
-    }
 }
 
 /// Runs `task` every `interval_ms` on a blocking thread until shutdown. An interval too

@@ -34,8 +34,8 @@ use super::classic_group::{
     Group, GroupDescription, GroupState, JoinOutcome, JoinParams, Reply, SyncOutcome, SyncParams,
 };
 use super::group_metadata::StoredGroup;
-use super::offset_store::{Change, CommittedOffset, OffsetStore, TopicPartition, COMPACT_RATIO};
-use super::offsets_partitions::{self, OffsetsPartitions, PendingWrite, Snapshot};
+use super::offset_store::{Change, CommittedOffset, OffsetStore, TopicPartition};
+use super::offsets_partitions::{self, OffsetsPartitions, PendingWrite};
 use super::subscription::subscribed_topics;
 use strom_replica::partition::Partition;
 
@@ -227,45 +227,6 @@ impl GroupCoordinator {
         } else {
             self.forget_groups(|g| partitions.holds(index, g));
         }
-    }
-
-    /// The snapshots that let each led partition of `__consumer_offsets` drop its old
-    /// segments: taken where the log spans more than one segment and is
-    /// [`COMPACT_RATIO`] times the size of its live offsets, so its size stays within a
-    /// segment plus a multiple of what it holds. Kafka's log cleaner keeps the latest
-    /// record of each key; a replay from the snapshot gives the same offsets. The caller
-    /// trims each once it is replicated.
-    pub fn snapshot_offsets_partitions(&self) -> Vec<Snapshot> {
-        let partitions = self.offsets_partitions.lock();
-        let mut snapshots = Vec::new();
-        for (index, partition) in partitions.loaded_partitions() {
-            let Ok((size, segments)) = partition.with_log(|l| (l.size_bytes(), l.segment_count()))
-            else {
-                continue;
-            };
-            let holds = |g: &str| partitions.holds(index, g);
-            if segments < 2 || size < COMPACT_RATIO * self.offsets.live_bytes(holds) {
-                continue;
-            }
-            match self
-                .offsets
-                .snapshot(holds, |changes| Snapshot::append(index, partition, changes))
-            {
-                Ok((snapshot, records)) => {
-                    tracing::debug!(
-                        partition = index,
-                        records,
-                        size,
-                        "snapshot of __consumer_offsets partition"
-                    );
-                    snapshots.push(snapshot);
-                }
-                Err(e) => {
-                    tracing::warn!(partition = index, error = ?e, "could not snapshot a __consumer_offsets partition")
-                }
-            }
-        }
-        snapshots
     }
 
     /// When the offsets of `group_id` were loaded.

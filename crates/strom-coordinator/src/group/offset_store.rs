@@ -6,8 +6,9 @@
 //! `offsets_topic`), whose replicas a new coordinator replays.
 //!
 //! Beside the offsets, the store keeps the latest membership of each group (see
-//! `group_metadata`) as written to `__consumer_offsets`, so that its snapshots of a
-//! partition keep them too.
+//! `group_metadata`) as written to `__consumer_offsets`. The log cleaner keeps the
+//! latest record of each key there, so a replay of a cleaned partition gives the same
+//! offsets and memberships.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -15,12 +16,6 @@ use kafka_protocol::ResponseError;
 use parking_lot::Mutex;
 
 use super::group_metadata::StoredGroup;
-
-/// A partition of `__consumer_offsets` is trimmed to a snapshot once it is this many
-/// times the size of its live offsets.
-pub const COMPACT_RATIO: u64 = 4;
-/// About how many bytes a record's framing adds to a committed offset's fields.
-const RECORD_OVERHEAD: usize = 8;
 
 /// A committed offset with what the client attached to it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -163,46 +158,6 @@ impl OffsetStore {
         self.inner.lock().memberships.contains_key(group)
     }
 
-    /// Passes the live offsets of the groups `owned` selects to `journal` as commits, and
-    /// their memberships, changing nothing: a snapshot after which a log holding them may
-    /// start. Returns what `journal` returned and how many changes it was given.
-    pub fn snapshot<T>(
-        &self,
-        owned: impl Fn(&str) -> bool,
-        journal: impl FnOnce(&[Change]) -> Result<T, ResponseError>,
-    ) -> Result<(T, usize), ResponseError> {
-        let inner = self.inner.lock();
-        let changes: Vec<Change> = inner
-            .offsets
-            .iter()
-            .filter(|(group, _)| owned(group))
-            .flat_map(|(group, offsets)| {
-                offsets
-                    .iter()
-                    .map(|(tp, c)| Change::Commit(group.clone(), tp.clone(), c.clone()))
-            })
-            .chain(
-                inner
-                    .memberships
-                    .iter()
-                    .filter(|(group, _)| owned(group))
-                    .map(|(group, m)| Change::Membership(group.clone(), Some(m.clone()))),
-            )
-            .collect();
-        let count = changes.len();
-        Ok((journal(&changes)?, count))
-    }
-
-    /// About how many bytes the live offsets of the groups `owned` selects take as
-    /// records.
-    pub fn live_bytes(&self, owned: impl Fn(&str) -> bool) -> u64 {
-        let inner = self.inner.lock();
-        live_bytes(
-            inner.offsets.iter().filter(|(group, _)| owned(group)),
-            inner.memberships.iter().filter(|(group, _)| owned(group)),
-        )
-    }
-
     /// Forgets the offsets of the groups `moved` selects: their partition of
     /// `__consumer_offsets` is led elsewhere now.
     pub fn unload(&self, moved: impl Fn(&str) -> bool) {
@@ -312,23 +267,6 @@ impl Inner {
     }
 }
 
-/// About how many bytes `offsets` and `memberships` take as records.
-fn live_bytes<'a>(
-    offsets: impl IntoIterator<Item = (&'a String, &'a BTreeMap<TopicPartition, CommittedOffset>)>,
-    memberships: impl IntoIterator<Item = (&'a String, &'a StoredGroup)>,
-) -> u64 {
-    let offsets: u64 = offsets
-        .into_iter()
-        .flat_map(|(g, o)| o.iter().map(move |(tp, c)| (g, tp, c)))
-        .map(|(g, tp, c)| (RECORD_OVERHEAD + 32 + g.len() + tp.0.len() + c.metadata.len()) as u64)
-        .sum();
-    let memberships: u64 = memberships
-        .into_iter()
-        .map(|(group, m)| membership_bytes(group, m))
-        .sum();
-    offsets + memberships
-}
-
 /// Applies `change` to `offsets`.
 pub fn apply_change(offsets: &mut Offsets, change: Change) {
     match change {
@@ -361,20 +299,4 @@ pub fn apply_membership(memberships: &mut HashMap<String, StoredGroup>, change: 
         }
         Change::Commit(..) | Change::DeleteOffset(..) => {}
     }
-}
-
-/// About how many bytes a membership takes as a record.
-fn membership_bytes(group: &str, m: &StoredGroup) -> u64 {
-    let members: usize = m
-        .members
-        .iter()
-        .map(|member| {
-            32 + member.member_id.len()
-                + member.client_id.len()
-                + member.client_host.len()
-                + member.subscription.len()
-                + member.assignment.len()
-        })
-        .sum();
-    (64 + group.len() + m.protocol_type.len() + members) as u64
 }

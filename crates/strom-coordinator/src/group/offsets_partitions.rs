@@ -191,51 +191,6 @@ fn append_batch(
     ))
 }
 
-/// The live offsets of a partition's groups appended at `base`: once they are
-/// replicated, the log before `base` holds nothing a new leader needs.
-#[derive(Debug)]
-pub struct Snapshot {
-    pub index: i32,
-    partition: Arc<Partition>,
-    base: i64,
-    write: PendingWrite,
-}
-
-impl Snapshot {
-    /// Appends `changes` (every live offset of the partition's groups) as a snapshot; with
-    /// none, the snapshot is the empty log from the current log end.
-    pub fn append(
-        index: i32,
-        partition: &Arc<Partition>,
-        changes: &[Change],
-    ) -> Result<Self, ResponseError> {
-        let (base, write) = if changes.is_empty() {
-            let end = partition
-                .with_log(|log| log.log_end_offset())
-                .map_err(|_| ResponseError::NotCoordinator)?;
-            (end, PendingWrite::DONE)
-        } else {
-            append_batch(partition, changes)?
-        };
-        Ok(Self {
-            index,
-            partition: partition.clone(),
-            base,
-            write,
-        })
-    }
-
-    /// Waits for the snapshot to be replicated, then moves the log start to it (as
-    /// DeleteRecords does, so every replica drops the segments before it). Returns the
-    /// new log start.
-    pub async fn trim(self, timeout: Duration) -> Result<i64, ResponseError> {
-        self.write.replicated(timeout).await?;
-        self.partition
-            .delete_records_before(self.base, strom_wire::now_ms())
-            .map_err(coordinator_error)
-    }
-}
-
 /// Every change in `partition`'s log, from its start to its end, for a new leader.
 pub fn read_all(partition: &Partition) -> Result<Vec<Change>, String> {
     const CHUNK: usize = 1 << 20;
