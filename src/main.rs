@@ -66,6 +66,9 @@ enum Command {
     /// Kafka's kafka-configs: --describe [--all], --alter --add-config/--delete-config, topics and brokers
     #[command(disable_help_flag = true)]
     Configs(Passthrough),
+    /// Kafka's kafka-dump-log: `--files F1,F2 [--print-data-log] [--deep-iteration] [--offsets-decoder]`
+    #[command(disable_help_flag = true)]
+    DumpLog(Passthrough),
 }
 
 fn main() -> ExitCode {
@@ -73,6 +76,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Server(p) => strom_broker::cli::main(p.args),
         Command::Storage(p) => strom_broker::storage_cli::main(p.args),
+        Command::DumpLog(p) => strom_broker::dump_log_cli::main(p.args),
         Command::ProducerPerfTest(p) => strom_tools::producer_perf_test::main(p.args),
         Command::ConsumerPerfTest(p) => strom_tools::consumer_perf_test::main(p.args),
         Command::ConsumerGroups(p) => strom_tools::consumer_groups::main(p.args),

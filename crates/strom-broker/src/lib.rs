@@ -13,6 +13,7 @@ pub mod config_def;
 pub mod config_docs;
 pub mod connection;
 pub mod dir_lock;
+pub mod dump_log_cli;
 pub mod dynamic_config;
 pub mod error;
 pub mod handlers;

@@ -186,6 +186,18 @@ impl ProducerStateManager {
         self.producers.len()
     }
 
+    /// Each producer's id, epoch and newest batch, by id (what `kafka-dump-log` prints
+    /// of a snapshot).
+    pub fn newest_batches(&self) -> Vec<(i64, i16, Option<BatchMetadata>)> {
+        let mut out: Vec<_> = self
+            .producers
+            .iter()
+            .map(|(&id, e)| (id, e.epoch, e.batches.back().copied()))
+            .collect();
+        out.sort_unstable_by_key(|(id, _, _)| *id);
+        out
+    }
+
     /// The last offset of each producer's newest batch (Kafka's
     /// `lastRecordsOfActiveProducers`): the batch the log cleaner keeps, emptied if need
     /// be, so that the producer's sequence and epoch survive cleaning.

@@ -170,6 +170,90 @@ fn decode_value(value: &[u8]) -> Option<CommittedOffset> {
     })
 }
 
+/// A record of the topic as `kafka-dump-log --offsets-decoder` prints it: the key and
+/// the value as Kafka's coordinator record JSON (`{"type":…,"data":…}` and
+/// `{"version":…,"data":…}`, fields in schema order, `<DELETE>` for a tombstone).
+/// Members' subscriptions and assignments are their bytes in base64, as Jackson writes
+/// bytes. `None` for a key this topic does not hold.
+pub fn describe_record(key: &[u8], value: Option<&[u8]>) -> Option<(String, String)> {
+    let version = |v: &[u8]| json(&i16::from_be_bytes([v[0], v[1]]).to_string());
+    let (record_type, key_json, value_json) = match decode_key(key)? {
+        Key::Offset(group, (topic, partition)) => {
+            let value = value.and_then(|v| {
+                let c = decode_value(v)?;
+                let data = object(&[
+                    ("offset", json(&c.offset)),
+                    ("leaderEpoch", json(&c.leader_epoch)),
+                    ("metadata", json(&c.metadata)),
+                    ("commitTimestamp", json(&c.commit_timestamp)),
+                ]);
+                Some(object(&[("version", version(v)), ("data", data)]))
+            });
+            let key = object(&[
+                ("group", json(&group)),
+                ("topic", json(&topic)),
+                ("partition", json(&partition)),
+            ]);
+            ("1", key, value)
+        }
+        Key::Group(group) => {
+            let value = value.and_then(|v| {
+                let g = group_metadata::decode_value(v)?;
+                Some(object(&[
+                    ("version", version(v)),
+                    ("data", group_metadata_json(&g)),
+                ]))
+            });
+            ("2", object(&[("group", json(&group))]), value)
+        }
+    };
+    let key = object(&[("type", json(&record_type)), ("data", key_json)]);
+    Some((key, value_json.unwrap_or_else(|| "<DELETE>".to_string())))
+}
+
+fn group_metadata_json(g: &group_metadata::StoredGroup) -> String {
+    use base64::Engine as _;
+    let encode = |b: &[u8]| json(&base64::engine::general_purpose::STANDARD.encode(b));
+    let members: Vec<String> = g
+        .members
+        .iter()
+        .map(|m| {
+            object(&[
+                ("memberId", json(&m.member_id)),
+                ("groupInstanceId", json(&m.group_instance_id)),
+                ("clientId", json(&m.client_id)),
+                ("clientHost", json(&m.client_host)),
+                ("rebalanceTimeout", json(&m.rebalance_timeout_ms)),
+                ("sessionTimeout", json(&m.session_timeout_ms)),
+                ("subscription", encode(&m.subscription)),
+                ("assignment", encode(&m.assignment)),
+            ])
+        })
+        .collect();
+    object(&[
+        ("protocolType", json(&g.protocol_type)),
+        ("generation", json(&g.generation)),
+        ("protocol", json(&g.protocol)),
+        ("leader", json(&g.leader)),
+        ("currentStateTimestamp", json(&g.current_state_timestamp)),
+        ("members", format!("[{}]", members.join(","))),
+    ])
+}
+
+/// `value` as JSON.
+fn json(value: &impl serde::Serialize) -> String {
+    serde_json::to_string(value).expect("plain values serialize")
+}
+
+/// A JSON object of already encoded `fields`, in their order.
+fn object(fields: &[(&str, String)]) -> String {
+    let fields: Vec<String> = fields
+        .iter()
+        .map(|(name, value)| format!("{}:{value}", json(name)))
+        .collect();
+    format!("{{{}}}", fields.join(","))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -215,6 +299,28 @@ mod tests {
         let mut expected = changes.clone();
         expected.push(changes[0].clone());
         assert_eq!(decode(log.freeze()).unwrap(), (expected, 1));
+    }
+
+    #[test]
+    fn records_are_described_as_kafkas_offsets_decoder_prints_them() {
+        let c = CommittedOffset {
+            offset: 42,
+            leader_epoch: 3,
+            metadata: "m".to_string(),
+            commit_timestamp: 7,
+        };
+        let (k, v) = describe_record(&key("g", "t", 0), Some(&value(&c))).unwrap();
+        assert_eq!(
+            k,
+            r#"{"type":"1","data":{"group":"g","topic":"t","partition":0}}"#
+        );
+        assert_eq!(
+            v,
+            r#"{"version":"3","data":{"offset":42,"leaderEpoch":3,"metadata":"m","commitTimestamp":7}}"#
+        );
+        let (_, deleted) = describe_record(&key("g", "t", 0), None).unwrap();
+        assert_eq!(deleted, "<DELETE>");
+        assert!(describe_record(&[0, 9], None).is_none());
     }
 
     #[test]
