@@ -283,6 +283,7 @@ impl LogCleaner {
                 true
             }
             Ok(_) => {
+                self.abandoned();
                 tracing::info!(cleaner = id, log = %plan.name, "cleaning abandoned: the log changed while it was cleaned");
                 false
             }
@@ -292,10 +293,12 @@ impl LogCleaner {
                     .map_or(true, |g| g != plan.generation);
                 match e {
                     _ if changed => {
+                        self.abandoned();
                         tracing::info!(cleaner = id, log = %plan.name, error = %e, "cleaning abandoned: the log changed while it was cleaned")
                     }
                     LogError::Closed { .. } => {}
                     LogError::Io(_) => {
+                        self.abandoned();
                         tracing::warn!(cleaner = id, log = %plan.name, error = %e, "cleaning abandoned, the old segments kept; it is tried again later")
                     }
                     e => self.mark_uncleanable(partition, &plan.name, e),
@@ -303,6 +306,12 @@ impl LogCleaner {
                 false
             }
         }
+    }
+
+    fn abandoned(&self) {
+        self.metrics
+            .log_cleaner_abandoned
+            .fetch_add(1, Ordering::Relaxed);
     }
 
     fn mark_uncleanable(&self, partition: &Partition, name: &str, error: LogError) {

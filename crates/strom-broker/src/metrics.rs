@@ -32,6 +32,9 @@ pub struct BrokerMetrics {
     pub log_cleaner_bytes_written: AtomicU64,
     /// Times the log cleaner marked a partition uncleanable.
     pub log_cleaner_uncleanable: AtomicU64,
+    /// Cleanings given up, the old segments kept: an I/O error (a full disk) or a log
+    /// changed under them.
+    pub log_cleaner_abandoned: AtomicU64,
 }
 
 /// How a request may ask for the counters, and the most of it that is read.
@@ -41,7 +44,7 @@ const MAX_REQUEST_BYTES: usize = 8192;
 impl BrokerMetrics {
     /// The counters in Prometheus's text exposition format.
     pub fn render(&self) -> String {
-        let counters: [(&str, &AtomicU64, &str); 10] = [
+        let counters: [(&str, &AtomicU64, &str); 11] = [
             ("strom_produce_appends_total", &self.produce_appends, "Appends of a partition's records from a Produce request to a partition this broker leads."),
             ("strom_replica_fetch_requests_total", &self.replica_fetch_requests, "Followers' Fetch requests answered as a leader."),
             ("strom_replica_fetch_partitions_read_total", &self.replica_fetch_partitions_read, "Partitions read to answer followers' Fetch requests, each read after a wake-up counted again."),
@@ -52,6 +55,7 @@ impl BrokerMetrics {
             ("strom_log_cleaner_bytes_read_total", &self.log_cleaner_bytes_read, "Bytes of segments the log cleaner read."),
             ("strom_log_cleaner_bytes_written_total", &self.log_cleaner_bytes_written, "Bytes of cleaned segments the log cleaner wrote."),
             ("strom_log_cleaner_uncleanable_total", &self.log_cleaner_uncleanable, "Times the log cleaner marked a partition uncleanable (the broker log says why)."),
+            ("strom_log_cleaner_abandoned_total", &self.log_cleaner_abandoned, "Cleanings given up with the old segments kept: an I/O error (a full disk) or a log changed under them."),
         ];
         let mut out = String::new();
         for (name, value, help) in counters {

@@ -92,7 +92,10 @@ fn main() {
     );
     reset_peak(&dir);
     let (_, before) = memory();
-    let to_clean = log.to_clean(None, log.log_end_offset(), later).unwrap().unwrap();
+    let to_clean = log
+        .to_clean(None, log.log_end_offset(), later)
+        .unwrap()
+        .unwrap();
     let plan = log.plan_cleaning(to_clean);
     let cleaner_config = CleanerConfig::default();
     let started = Instant::now();
@@ -126,6 +129,9 @@ fn main() {
 /// Resets the peak RSS (`VmHWM`) so that it measures the cleaning alone.
 fn reset_peak(dir: &Path) {
     if std::fs::write("/proc/self/clear_refs", "5").is_err() {
-        eprintln!("cannot reset VmHWM ({}): the peak includes the writing", dir.display());
+        eprintln!(
+            "cannot reset VmHWM ({}): the peak includes the writing",
+            dir.display()
+        );
     }
 }

@@ -121,25 +121,31 @@ impl NodeInfo {
 
     /// The broker's counters, read from `GET /metrics`, by name.
     pub fn metrics(&self) -> Result<BTreeMap<String, u64>> {
-        let address = format!("{}:{}", self.host, self.metrics_port);
-        let mut stream = std::net::TcpStream::connect(&address)
-            .with_context(|| format!("connecting to node {}'s metrics on {address}", self.id))?;
-        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-        stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: strom\r\n\r\n")?;
-        let mut answer = String::new();
-        stream.read_to_string(&mut answer)?;
-        let (_, body) = answer
-            .split_once("\r\n\r\n")
-            .with_context(|| format!("node {}'s metrics answer has no body", self.id))?;
-        Ok(body
-            .lines()
-            .filter(|l| !l.starts_with('#'))
-            .filter_map(|l| {
-                let (name, value) = l.split_once(' ')?;
-                Some((name.to_string(), value.parse().ok()?))
-            })
-            .collect())
+        read_metrics(&format!("{}:{}", self.host, self.metrics_port))
+            .with_context(|| format!("node {}'s metrics", self.id))
     }
+}
+
+/// A broker's counters, read from `GET /metrics` on `address` (its
+/// `strom.metrics.listener`), by name.
+pub fn read_metrics(address: &str) -> Result<BTreeMap<String, u64>> {
+    let mut stream = std::net::TcpStream::connect(address)
+        .with_context(|| format!("connecting to the metrics listener {address}"))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: strom\r\n\r\n")?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer)?;
+    let (_, body) = answer
+        .split_once("\r\n\r\n")
+        .context("the metrics answer has no body")?;
+    Ok(body
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (name, value) = l.split_once(' ')?;
+            Some((name.to_string(), value.parse().ok()?))
+        })
+        .collect())
 }
 
 impl LocalCluster {
