@@ -371,9 +371,9 @@ impl LogCleaner {
              throttled {:.2} s; start size {:.2} MB ({} records), end size {:.2} MB ({} records), \
              {:.1}% size reduction ({:.1}% fewer records), {} records without a key removed; \
              {} segments became {}",
-            mb(stats.map_bytes_read + stats.bytes_read),
+            mb(stats.bytes_read),
             took.as_secs_f64(),
-            rate(stats.map_bytes_read + stats.bytes_read, took),
+            rate(stats.bytes_read, took),
             mb(stats.map_bytes_read),
             stats.map_time.as_secs_f64(),
             rate(stats.map_bytes_read, stats.map_time),
