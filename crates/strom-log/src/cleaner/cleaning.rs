@@ -15,7 +15,9 @@ use strom_wire::records::{walk_records_in, RecordView};
 use strom_wire::{Codec, RecordBatchHeader, RetainedBatch, BATCH_HEADER_LEN};
 
 use super::{CleanerPhase, CleaningPlan, OffsetMap, PhaseHook, SegmentFile, Throttler};
+use crate::index_file::IndexEntry;
 use crate::segment::{PreparedBatch, Segment, REWRITTEN_PREFIX_LEN};
+use crate::time_index::TimestampOffset;
 use crate::LogError;
 
 /// The cleaner's settings of one thread (Kafka's `CleanerConfig`).
@@ -152,7 +154,7 @@ impl Cleaner {
         };
         let mut generation = plan.generation;
         let mut completed = true;
-        let groups = group_segments(&plan.segments, end, plan.config.segment_bytes);
+        let groups = group_segments(&plan.segments, end, &plan.config);
         stats.segments_after = plan.segments.len();
         for group in groups {
             let segment = self.clean_group(plan, &group, &mut filter, &mut stats, phase)?;
@@ -477,15 +479,26 @@ impl OutputBuffer {
     }
 }
 
-/// Groups consecutive segments below `end` so that each group's bytes stay within
-/// `max_bytes` and its offsets within one segment's 32-bit relative range (Kafka's
-/// `groupSegmentsBySize`).
-fn group_segments(segments: &[SegmentFile], end: i64, max_bytes: u64) -> Vec<Vec<SegmentFile>> {
+/// Groups consecutive segments below `end` so that each group's log stays within
+/// `segment.bytes`, its indexes within `segment.index.bytes`, and its offsets within one
+/// segment's 32-bit relative range (Kafka's `groupSegmentsBySize`). A segment's index is
+/// bounded by its log: at most one entry per `index.interval.bytes` and one more, the
+/// time index's 12 bytes each being the larger.
+fn group_segments(
+    segments: &[SegmentFile],
+    end: i64,
+    config: &crate::LogConfig,
+) -> Vec<Vec<SegmentFile>> {
+    let index_bytes = |s: &SegmentFile| {
+        (s.size / config.index_interval_bytes.max(1) + 1) * TimestampOffset::SIZE as u64
+    };
     let mut groups: Vec<Vec<SegmentFile>> = Vec::new();
     for segment in segments.iter().filter(|s| s.base_offset < end) {
         let joins = groups.last().is_some_and(|group| {
             let size: u64 = group.iter().map(|s| s.size).sum();
-            size + segment.size <= max_bytes
+            let indexes: u64 = group.iter().map(index_bytes).sum();
+            size + segment.size <= config.segment_bytes
+                && indexes + index_bytes(segment) <= config.segment_index_bytes
                 && segment.next_offset - 1 - group[0].base_offset <= i32::MAX as i64
         });
         if joins {
@@ -587,5 +600,59 @@ impl<'s> BatchReader<'s> {
             path: self.segment.path.display().to_string(),
             reason,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn segments(sizes: &[(i64, u64)]) -> Vec<SegmentFile> {
+        let mut out: Vec<SegmentFile> = sizes
+            .iter()
+            .map(|&(base, size)| SegmentFile {
+                base_offset: base,
+                next_offset: base,
+                size,
+                path: format!("{base}.log").into(),
+            })
+            .collect();
+        for i in 0..out.len() {
+            out[i].next_offset = out
+                .get(i + 1)
+                .map_or(out[i].base_offset + 10, |n| n.base_offset);
+        }
+        out
+    }
+
+    fn bases(groups: &[Vec<SegmentFile>]) -> Vec<Vec<i64>> {
+        groups
+            .iter()
+            .map(|g| g.iter().map(|s| s.base_offset).collect())
+            .collect()
+    }
+
+    #[test]
+    fn groups_stay_within_the_segment_and_index_sizes_and_below_the_end() {
+        let config = crate::LogConfig {
+            segment_bytes: 1000,
+            segment_index_bytes: 1 << 20,
+            index_interval_bytes: 100,
+            ..crate::LogConfig::default()
+        };
+        let all = segments(&[(0, 400), (10, 400), (20, 400), (30, 100), (40, 50)]);
+        assert_eq!(
+            bases(&group_segments(&all, 40, &config)),
+            [vec![0, 10], vec![20, 30]]
+        );
+        // Five index entries of 12 bytes per 400-byte segment: 60 bytes; two need 120.
+        let small_index = crate::LogConfig {
+            segment_index_bytes: 100,
+            ..config
+        };
+        assert_eq!(
+            bases(&group_segments(&all, 50, &small_index)),
+            [vec![0], vec![10], vec![20, 30, 40]]
+        );
     }
 }
