@@ -1,8 +1,9 @@
 //! Log compaction on a replicated partition: every replica cleans its own log, and a
 //! consumer reading the partition from its start sees, from whichever replica leads, the
-//! latest record of each key at its own offset — through a leader killed while cleaning
-//! is due, a follower that was paused and then fetches over ranges the leader cleaned,
-//! and a restarted replica that truncates and catches up.
+//! latest record of each key at its own offset — through a leader killed with SIGKILL
+//! while its cleaner writes a cleaned segment, a follower that was paused and then
+//! fetches over ranges the other replica cleaned, and a restarted replica that recovers,
+//! truncates and catches up.
 
 mod common;
 
@@ -24,13 +25,15 @@ const WRITES: usize = 1005;
 const KEYS: usize = 20;
 const TOMBSTONED: usize = 5;
 
-/// Quick failure detection (as the replication tests) and a cleaner that looks for dirty
-/// logs every 100 ms.
+/// Quick failure detection (as the replication tests), and a cleaner that looks for dirty
+/// logs every 100 ms and is throttled to 100 kB/s, so that a cleaning of the partition's
+/// quarter megabyte takes seconds and a kill lands inside one.
 const SETTINGS: &[&str] = &[
     "broker.session.timeout.ms=3000",
     "broker.heartbeat.interval.ms=500",
     "replica.lag.time.max.ms=3000",
     "log.cleaner.backoff.ms=100",
+    "log.cleaner.io.max.bytes.per.second=100000",
 ];
 
 /// A record as read back: offset, key, value (`None`: a tombstone).
@@ -45,10 +48,8 @@ fn writes() -> Vec<(String, Option<String>)> {
         .map(|i| {
             let key = i % KEYS;
             let tombstone = key < TOMBSTONED && last[&key] == i;
-            (
-                format!("key-{key}"),
-                (!tombstone).then(|| format!("value-{i}")),
-            )
+            let value = format!("value-{i}-{}", "x".repeat(200));
+            (format!("key-{key}"), (!tombstone).then_some(value))
         })
         .collect();
     out.push((
@@ -79,7 +80,7 @@ fn produce(bootstrap: &str, all: &[(String, Option<String>)]) {
         .set("bootstrap.servers", bootstrap)
         .set("acks", "all")
         .set("enable.idempotence", "true")
-        .set("compression.type", "zstd")
+        .set("compression.type", "none")
         .create()
         .expect("producer");
     let send = |(key, value): &(String, Option<String>)| {
@@ -174,6 +175,19 @@ fn assert_serves(addr: &str, want: &[Read], when: &str) {
     );
 }
 
+/// The cleaner's files (`.cleaned`, `.swap`) in a partition directory.
+fn cleaner_files(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .filter_map(Result::ok)
+            .filter(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.ends_with(".cleaned") || name.ends_with(".swap")
+            })
+            .count()
+    })
+}
+
 /// The partition as the first broker of `bootstrap` reports it.
 fn partition_state(bootstrap: &str) -> Option<(i32, usize)> {
     let addr = bootstrap.split(',').next().expect("a broker");
@@ -249,16 +263,29 @@ fn every_replica_serves_the_latest_record_of_each_key_through_kills_pauses_and_r
     let all = writes();
     let want = expected(&all);
     produce(&address(first_leader), &all);
-    assert_serves(&address(first_leader), &want, "the first leader, cleaned");
+    let partition_dir = cluster
+        .node(first_leader)
+        .dir
+        .join("data")
+        .join(format!("{TOPIC}-0"));
+    assert!(
+        wait_until(TIMEOUT, || cleaner_files(&partition_dir) > 0),
+        "the first leader never began writing a cleaned segment"
+    );
 
-    // The leader dies with its cleaning done or due; the follower that was awake leads,
-    // and the paused one, resumed, fetches from it over what its cleaner removed.
+    // The leader dies while its cleaner writes; the follower that was awake leads, and
+    // the paused one, resumed, fetches from it over what its cleaner removed.
     let awake_addr = address(awake);
     assert_eq!(kill_leader(&mut cluster, first_leader, &awake_addr), awake);
+    assert!(
+        cleaner_files(&partition_dir) > 0,
+        "the kill landed after the cleaning: nothing left to recover"
+    );
     cluster.pause(paused, false).unwrap();
     assert_serves(&awake_addr, &want, "the second leader");
 
-    // The first leader comes back, truncates to the new leader's log and catches up.
+    // The first leader comes back, undoes or finishes the interrupted cleaning, truncates
+    // to the new leader's log and catches up.
     cluster.restart(first_leader).unwrap();
     assert!(
         wait_until(TIMEOUT, || isr_len(&awake_addr) == 3),
