@@ -5,7 +5,8 @@ What cleaning a compacted log costs a producer of another topic on the same node
 single `strom server` holds a compacted topic of G GiB (default 1) of 1 KiB records, 10 %
 of them the latest of their key (written with the cleaner stopped: log.cleaner.threads=0),
 and a six-partition topic that strom producer-perf-test (librdkafka, 10 M x 100 B, acks=1,
-unthrottled) writes. Each round times the producer without cleaning, then starts the
+unthrottled) writes. After the writing is synced and one producer run warms the other
+topic, each round times the producer without cleaning, then starts the
 cleaner (log.cleaner.threads=1, a dynamic broker config) with
 log.cleaner.io.max.bytes.per.second=THROTTLE (default 50 MB/s) and times it again while the
 cleaning runs, then once more after it. Prints the producer's records/s and the broker's
@@ -79,6 +80,10 @@ def round_(binary, gib, throttle):
             except BufferError:
                 producer.poll(0.05)
     producer.flush(600)
+    # The written gigabyte is made durable, and one producer run warms the other topic,
+    # so that "before" does not share the machine with writeback.
+    os.sync()
+    perf_test(binary, bootstrap)
     runs = []
     for phase in ["before", "while cleaning", "after"]:
         if phase == "while cleaning":
