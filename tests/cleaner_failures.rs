@@ -13,13 +13,6 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
-fn counter(metrics: &str, name: &str) -> u64 {
-    strom_testkit::local_cluster::read_metrics(metrics)
-        .ok()
-        .and_then(|m| m.get(name).copied())
-        .unwrap_or(0)
-}
-
 /// 2,000 records of 1 KiB, each key twice in a row, to partition 0 of `topic`.
 fn produce(bootstrap: &str, topic: &str) {
     let producer: FutureProducer = ClientConfig::new()
@@ -78,32 +71,36 @@ fn a_damaged_partition_is_marked_uncleanable_and_the_others_are_still_cleaned() 
     bytes[last] ^= 0xff;
     std::fs::write(&segment, &bytes).unwrap();
     assert_eq!(
-        counter(&metrics, "strom_log_cleaner_cleanings_total"),
+        common::metric(&metrics, "strom_log_cleaner_cleanings_total"),
         0,
         "cleaned too early"
     );
 
     assert!(
-        wait_until(TIMEOUT, || counter(
+        wait_until(TIMEOUT, || common::metric(
             &metrics,
             "strom_log_cleaner_uncleanable_total"
         ) == 1
-            && counter(&metrics, "strom_log_cleaner_cleanings_total") >= 1),
+            && common::metric(&metrics, "strom_log_cleaner_cleanings_total")
+                >= 1),
         "{:?}",
         strom_testkit::local_cluster::read_metrics(&metrics)
     );
     // Another cleaning of the healthy partition passes (new writes make it dirty again)
     // and the damaged one is not tried again.
-    let cleanings = counter(&metrics, "strom_log_cleaner_cleanings_total");
+    let cleanings = common::metric(&metrics, "strom_log_cleaner_cleanings_total");
     produce(&bootstrap, "healthy");
     assert!(
-        wait_until(TIMEOUT, || counter(
+        wait_until(TIMEOUT, || common::metric(
             &metrics,
             "strom_log_cleaner_cleanings_total"
         ) > cleanings),
         "the healthy partition was not cleaned again"
     );
-    assert_eq!(counter(&metrics, "strom_log_cleaner_uncleanable_total"), 1);
+    assert_eq!(
+        common::metric(&metrics, "strom_log_cleaner_uncleanable_total"),
+        1
+    );
     assert!(broker.terminate().success());
     let log = broker.stderr();
     assert!(

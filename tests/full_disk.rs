@@ -230,19 +230,22 @@ async fn a_cleaning_that_meets_a_full_disk_is_abandoned_and_done_once_space_is_f
     let ballast = disk.path().join("ballast");
     fill(&ballast, 256 << 10);
     assert_eq!(
-        counter(&metrics, "strom_log_cleaner_cleanings_total"),
+        common::metric(&metrics, "strom_log_cleaner_cleanings_total"),
         0,
         "cleaned too early"
     );
     assert!(
-        common::wait_until(Duration::from_secs(60), || counter(
+        common::wait_until(Duration::from_secs(60), || common::metric(
             &metrics,
             "strom_log_cleaner_abandoned_total"
         ) > 0),
         "no cleaning was abandoned: {:?}",
         strom_testkit::local_cluster::read_metrics(&metrics)
     );
-    assert_eq!(counter(&metrics, "strom_log_cleaner_cleanings_total"), 0);
+    assert_eq!(
+        common::metric(&metrics, "strom_log_cleaner_cleanings_total"),
+        0
+    );
     assert_eq!(
         read_keys(&bootstrap, "compacted"),
         written,
@@ -251,7 +254,7 @@ async fn a_cleaning_that_meets_a_full_disk_is_abandoned_and_done_once_space_is_f
 
     std::fs::remove_file(&ballast).unwrap();
     assert!(
-        common::wait_until(Duration::from_secs(60), || counter(
+        common::wait_until(Duration::from_secs(60), || common::metric(
             &metrics,
             "strom_log_cleaner_cleanings_total"
         ) > 0),
@@ -293,13 +296,6 @@ fn fill(path: &Path, free: u64) {
     };
     let size = available().saturating_sub(free);
     std::fs::write(path, vec![0u8; size as usize]).unwrap();
-}
-
-fn counter(metrics: &str, name: &str) -> u64 {
-    strom_testkit::local_cluster::read_metrics(metrics)
-        .ok()
-        .and_then(|m| m.get(name).copied())
-        .unwrap_or(0)
 }
 
 /// The (offset, key) of every record of partition 0 of `topic`, from its start to its

@@ -22,16 +22,9 @@ import tempfile
 import time
 import urllib.request
 
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid):
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
-
+from compacted_topic import cpu_seconds, write_tenth_live
 
 def metrics(address):
     body = urllib.request.urlopen(f"http://{address}/metrics", timeout=10).read().decode()
@@ -68,18 +61,7 @@ def round_(binary, gib, throttle):
               NewTopic("other", 6, 1)]
     for f in admin.create_topics(topics).values():
         f.result(60)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20,
-                         "queue.buffering.max.kbytes": 1 << 20})
-    records = int(gib * (1 << 30) / 1024)
-    value = b"v" * 1000
-    for i in range(records):
-        while True:
-            try:
-                producer.produce("big", key=b"%010d" % (i % (records // 10)), value=value, partition=0)
-                break
-            except BufferError:
-                producer.poll(0.05)
-    producer.flush(600)
+    write_tenth_live(bootstrap, "big", int(gib * (1 << 30) / 1024), 1000)
     # The written gigabyte is made durable, and one producer run warms the other topic,
     # so that "before" does not share the machine with writeback.
     os.sync()

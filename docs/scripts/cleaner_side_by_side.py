@@ -25,19 +25,14 @@ import threading
 import time
 import uuid
 
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-TICKS = os.sysconf("SC_CLK_TCK")
+from compacted_topic import cpu_seconds, write_tenth_live
+
 KAFKA_PORT, CONTROLLER_PORT = 19192, 19193
 JVM = ["-Xmx1G", "-Xms1G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
        "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
        "-XX:MaxInlineLevel=15", "-Djava.awt.headless=true"]
-
-
-def cpu_seconds(pid):
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
 
 
 class Lines:
@@ -106,18 +101,7 @@ def write(bootstrap, mib):
     topic = NewTopic("big", 1, 1, config={"cleanup.policy": "compact", "segment.bytes": str(64 << 20),
                                           "min.compaction.lag.ms": "3600000"})
     admin.create_topics([topic])["big"].result(60)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20,
-                         "queue.buffering.max.kbytes": 1 << 20})
-    records = mib * (1 << 20) // 100
-    value = b"v" * 89
-    for i in range(records):
-        while True:
-            try:
-                producer.produce("big", key=b"%010d" % (i % (records // 10)), value=value, partition=0)
-                break
-            except BufferError:
-                producer.poll(0.05)
-    producer.flush(600)
+    write_tenth_live(bootstrap, "big", mib * (1 << 20) // 100, 89)
     return admin
 
 

@@ -378,3 +378,12 @@ pub fn assert_root(why: &str) {
     let euid = unsafe { libc::geteuid() };
     assert_eq!(euid, 0, "{why}: it needs root (CAP_NET_ADMIN), as CI has");
 }
+
+/// Counter `name` of the broker whose `strom.metrics.listener` is `address` (0 while it
+/// cannot be read).
+pub fn metric(address: &str, name: &str) -> u64 {
+    strom_testkit::local_cluster::read_metrics(address)
+        .ok()
+        .and_then(|m| m.get(name).copied())
+        .unwrap_or(0)
+}

@@ -10,10 +10,10 @@ mod common;
 
 use std::path::Path;
 
-use common::{keyed_batch, KeyedRecord};
+use common::{clean_once, keyed_batch, roll, KeyedRecord};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use kafka_protocol::records::Compression;
-use strom_log::cleaner::{no_phase_hook, Cleaner, CleanerConfig};
+use strom_log::cleaner::{no_phase_hook, CleanerConfig};
 use strom_log::{FileCache, LogConfig, PartitionLog};
 
 const NOW: i64 = 1_000_000;
@@ -44,10 +44,7 @@ fn write_log(dir: &Path, compression: Compression) -> u64 {
         log.append(&keyed_batch(&records, compression, None, NOW), NOW)
             .unwrap();
     }
-    let later = NOW + config().segment_ms + 1;
-    let filler = [(Some("filler".to_string()), Some(b"x".to_vec()))];
-    log.append(&keyed_batch(&filler, Compression::None, None, later), later)
-        .unwrap();
+    let later = roll(&mut log);
     let dirty = log.size_bytes() - 1024;
     log.close(later).unwrap();
     dirty
@@ -80,19 +77,14 @@ fn clean(c: &mut Criterion) {
                     (copy, log)
                 },
                 |(copy, mut log)| {
-                    let to_clean = log
-                        .to_clean(None, log.log_end_offset(), NOW)
-                        .unwrap()
-                        .unwrap();
-                    let plan = log.plan_cleaning(to_clean);
-                    let outcome = Cleaner::new(CleanerConfig::default())
-                        .clean(
-                            &plan,
-                            NOW,
-                            |group| log.replace_cleaned(group, &no_phase_hook),
-                            &no_phase_hook,
-                        )
-                        .unwrap();
+                    let outcome = clean_once(
+                        &mut log,
+                        CleanerConfig::default(),
+                        None,
+                        NOW,
+                        &no_phase_hook,
+                    )
+                    .unwrap();
                     assert!(outcome.completed && outcome.stats.records_kept as usize == KEYS);
                     (copy, log)
                 },

@@ -5,16 +5,17 @@
 //! `cargo run --release -p strom-log --example cleaner_memory -- [GiB] [keys] [dir]`
 //! (default 2 GiB over 5,000,000 keys, in a temporary directory).
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 use std::path::Path;
 use std::time::Instant;
 
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
-use strom_log::cleaner::{no_phase_hook, Cleaner, CleanerConfig};
+use common::{clean_once, keyed_batch, roll, KeyedRecord, NOW};
+use kafka_protocol::records::Compression;
+use strom_log::cleaner::{no_phase_hook, CleanerConfig};
 use strom_log::{FileCache, LogConfig, PartitionLog};
 
-const NOW: i64 = 1_000_000;
 const PER_BATCH: usize = 200;
 
 fn config() -> LogConfig {
@@ -27,30 +28,15 @@ fn config() -> LogConfig {
 /// A batch of `PER_BATCH` 100-byte records (10-byte keys, 88-byte values) from record
 /// `first`, over `keys` keys.
 fn batch(first: usize, keys: usize) -> Vec<u8> {
-    let records: Vec<Record> = (first..first + PER_BATCH)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: (i - first) as i64,
-            sequence: -1,
-            timestamp: NOW,
-            key: Some(format!("k{:09}", i % keys).into()),
-            value: Some(format!("{i:0>88}").into()),
-            headers: Default::default(),
-            delete_horizon: false,
+    let records: Vec<KeyedRecord> = (first..first + PER_BATCH)
+        .map(|i| {
+            (
+                Some(format!("k{:09}", i % keys)),
+                Some(format!("{i:0>88}").into_bytes()),
+            )
         })
         .collect();
-    let mut buf = bytes::BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, &records, &options).expect("encode");
-    buf.to_vec()
+    keyed_batch(&records, Compression::None, None, NOW)
 }
 
 /// `VmHWM` and `VmRSS` of this process, in MiB.
@@ -83,8 +69,7 @@ fn main() {
         log.append(&batch(first, keys), NOW).unwrap();
         first += PER_BATCH;
     }
-    let later = NOW + config().segment_ms + 1;
-    log.append(&batch(first, keys), later).unwrap();
+    let later = roll(&mut log);
     println!(
         "wrote {:.2} GiB, {first} records over {keys} keys in {:.1} s",
         log.size_bytes() as f64 / (1u64 << 30) as f64,
@@ -92,21 +77,9 @@ fn main() {
     );
     reset_peak(&dir);
     let (_, before) = memory();
-    let to_clean = log
-        .to_clean(None, log.log_end_offset(), later)
-        .unwrap()
-        .unwrap();
-    let plan = log.plan_cleaning(to_clean);
     let cleaner_config = CleanerConfig::default();
     let started = Instant::now();
-    let outcome = Cleaner::new(cleaner_config)
-        .clean(
-            &plan,
-            later,
-            |group| log.replace_cleaned(group, &no_phase_hook),
-            &no_phase_hook,
-        )
-        .unwrap();
+    let outcome = clean_once(&mut log, cleaner_config, None, later, &no_phase_hook).unwrap();
     let (peak, _) = memory();
     let stats = outcome.stats;
     println!(

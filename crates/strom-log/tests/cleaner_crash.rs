@@ -14,9 +14,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{keyed_batch, open, records_of, KeyedRecord, ReadRecord, NOW};
+use common::{clean_once, keyed_batch, open, records_of, roll, KeyedRecord, ReadRecord, NOW};
 use kafka_protocol::records::Compression;
-use strom_log::cleaner::{Cleaner, CleanerConfig, CleanerPhase};
+use strom_log::cleaner::{CleanerConfig, CleanerPhase};
 use strom_log::{FileCache, LogConfig, PartitionLog};
 
 const TEST: &str = "a_kill_9_at_any_step_of_a_cleaning_loses_no_latest_value";
@@ -58,10 +58,7 @@ fn write_log(dir: &Path) {
                 .unwrap();
         }
     }
-    let later = NOW + config().segment_ms + 1;
-    let filler = [(Some("filler".to_string()), Some(b"x".to_vec()))];
-    log.append(&keyed_batch(&filler, Compression::None, None, later), later)
-        .unwrap();
+    let later = roll(&mut log);
     log.close(later).unwrap();
 }
 
@@ -76,18 +73,11 @@ fn clean_until(dir: &Path, phase: &str) -> ! {
             }
         }
     };
-    let to_clean = log
-        .to_clean(None, log.log_end_offset(), NOW)
-        .unwrap()
-        .unwrap();
-    let plan = log.plan_cleaning(to_clean);
     let config = CleanerConfig {
         io_buffer_bytes: 512,
         ..CleanerConfig::default()
     };
-    Cleaner::new(config)
-        .clean(&plan, NOW, |group| log.replace_cleaned(group, &stop), &stop)
-        .unwrap();
+    clean_once(&mut log, config, None, NOW, &stop).unwrap();
     panic!("the cleaning ended without reaching {phase}");
 }
 

@@ -8,7 +8,9 @@ mod common;
 use std::collections::HashMap;
 use std::path::Path;
 
-use common::{keyed_batch, open, partition_dir, records_of, KeyedRecord, ReadRecord, NOW};
+use common::{
+    clean_once, keyed_batch, open, partition_dir, records_of, roll, KeyedRecord, ReadRecord, NOW,
+};
 use kafka_protocol::records::Compression;
 use strom_log::cleaner::{no_phase_hook, Cleaner, CleanerConfig, CleaningOutcome};
 use strom_log::{LogConfig, LogError, PartitionLog};
@@ -52,36 +54,15 @@ fn write_updates(log: &mut PartitionLog, writes: usize, keys: usize, tombstoned:
     roll(log);
 }
 
-/// Rolls the active segment with one record of its own, a `segment.ms` later, so every
-/// update before it is cleanable.
-fn roll(log: &mut PartitionLog) {
-    let later = NOW + log.config().segment_ms + 1;
-    let filler = keyed_batch(
-        &[record("filler", Some("x".into()))],
-        Compression::None,
-        None,
-        later,
-    );
-    log.append(&filler, later).unwrap();
-}
-
-/// Runs one cleaning of `log` from `first_dirty` at `now`, swapping in every group.
+/// Runs one cleaning of `log` from `first_dirty` at `now`, swapping in every group, and
+/// records it in the log as the broker's cleaner does.
 fn clean_with(
     log: &mut PartitionLog,
     config: CleanerConfig,
     first_dirty: Option<i64>,
     now: i64,
 ) -> Result<CleaningOutcome, LogError> {
-    let to_clean = log
-        .to_clean(first_dirty, log.log_end_offset(), now)?
-        .expect("a compacted log");
-    let plan = log.plan_cleaning(to_clean);
-    let outcome = Cleaner::new(config).clean(
-        &plan,
-        now,
-        |group| log.replace_cleaned(group, &no_phase_hook),
-        &no_phase_hook,
-    )?;
+    let outcome = clean_once(log, config, first_dirty, now, &no_phase_hook)?;
     log.cleaned_up_to(outcome.end_offset, outcome.latest_delete_horizon);
     Ok(outcome)
 }

@@ -244,3 +244,39 @@ pub fn records_of(log: &PartitionLog) -> Vec<ReadRecord> {
     }
     out
 }
+
+/// Rolls the active segment with one record of its own, a `segment.ms` after [`NOW`], so
+/// that every record before it is cleanable. Returns that later time.
+pub fn roll(log: &mut PartitionLog) -> i64 {
+    let later = NOW + log.config().segment_ms + 1;
+    let filler = [(Some("filler".to_string()), Some(b"x".to_vec()))];
+    let batch = keyed_batch(
+        &filler,
+        kafka_protocol::records::Compression::None,
+        None,
+        later,
+    );
+    log.append(&batch, later).expect("append the filler");
+    later
+}
+
+/// One cleaning of `log` from `first_dirty` (the log start if `None`) at `now`, every
+/// cleaned group swapped in, `phase` told of each step, as the broker's cleaner runs it.
+pub fn clean_once(
+    log: &mut PartitionLog,
+    config: strom_log::cleaner::CleanerConfig,
+    first_dirty: Option<i64>,
+    now: i64,
+    phase: strom_log::cleaner::PhaseHook<'_>,
+) -> Result<strom_log::cleaner::CleaningOutcome, strom_log::LogError> {
+    let to_clean = log
+        .to_clean(first_dirty, log.log_end_offset(), now)?
+        .expect("a compacted log");
+    let plan = log.plan_cleaning(to_clean);
+    strom_log::cleaner::Cleaner::new(config).clean(
+        &plan,
+        now,
+        |group| log.replace_cleaned(group, phase),
+        phase,
+    )
+}
